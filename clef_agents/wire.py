@@ -1,0 +1,524 @@
+"""The System One contract: validation, limits, probabilities → answers, JSON both ways.
+
+This module is the single owner of the rules in DESIGN §2. The local model, the server and the
+remote client all call it, so a request that one of them accepts, all of them accept, and an answer
+that one of them produces has the same shape everywhere. It imports pydantic and langchain-core
+only.
+
+Example:
+    >>> from langchain_core.decisions import Choice
+    >>> qs = validate_questions({"dept": Choice(instructions="Team?", criteria={"a": None, "b": None})})
+    >>> to_answer(qs["dept"], [0.25, 0.75]).choice
+    'b'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.decisions import (
+    Answer,
+    Box,
+    Choice,
+    ChoiceAnswer,
+    ClassifierResponse,
+    Noul,
+    NoulAnswer,
+    Score,
+    ScoreAnswer,
+)
+from langchain_core.messages import BaseMessage
+from pydantic import ValidationError
+
+MIN_CHOICE_OPTIONS = 2
+MAX_CHOICE_OPTIONS = 255
+MIN_SCORE_LEVELS = 2
+MAX_SCORE_LEVELS = 10
+QUESTION_TYPES = ("noul", "choice", "score")
+NOUL_OPTIONS = ("yes", "no")
+"""Canonical option names of a noul: its probability vector is ``[p(yes), p(no)]``."""
+
+TextQuestion = Noul | Choice | Score
+
+
+class InvalidRequestError(ValueError):
+    """A request broke a System One rule.
+
+    ``errors`` holds one entry per broken rule, shaped like FastAPI's 422 ``detail[]``
+    (``loc``, ``msg``, ``type``); ``str(error)`` joins them as ``path: message`` lines, e.g.
+    ``questions.dept: a choice needs 2 to 255 options, got 1``.
+
+    Example:
+        >>> try:
+        ...     validate_questions({})
+        ... except InvalidRequestError as e:
+        ...     print(e)
+        questions: at least one question is required, got none
+    """
+
+    def __init__(self, errors: list[dict[str, Any]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{_dotted(e['loc'])}: {e['msg']}" for e in errors))
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _error(loc: Sequence[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
+    return {"loc": list(loc), "msg": msg, "type": kind}
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def validate_questions(questions: Any) -> dict[str, TextQuestion]:
+    """Check a question mapping against every System One limit and return typed questions.
+
+    Accepts typed questions (``Noul``/``Choice``/``Score``) or their wire dicts. Raises
+    ``InvalidRequestError`` naming each question id and the rule it broke.
+
+    Example:
+        >>> validate_questions({"spam": {"type": "noul", "instructions": "Is it spam?"}})["spam"].type
+        'noul'
+    """
+    if not isinstance(questions, Mapping):
+        raise InvalidRequestError(
+            [_error(["questions"], f"questions must be an object of id → question, got {type(questions).__name__}", "dict_type")]
+        )
+    if not questions:
+        raise InvalidRequestError([_error(["questions"], "at least one question is required, got none", "too_short")])
+    typed: dict[str, TextQuestion] = {}
+    errors: list[dict[str, Any]] = []
+    for qid, question in questions.items():
+        try:
+            typed[qid] = _validate_question(qid, question)
+        except InvalidRequestError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise InvalidRequestError(errors)
+    return typed
+
+
+def _validate_question(qid: Any, question: Any) -> TextQuestion:
+    loc = ["questions", qid]
+    if not isinstance(qid, str) or not qid:
+        raise InvalidRequestError([_error(loc, f"a question id must be a non-empty string, got {qid!r}")])
+    if isinstance(question, Box) or (isinstance(question, Mapping) and question.get("type") == "box"):
+        raise InvalidRequestError(
+            [_error(loc, "box questions need an image model; clef_agents models read text only (allowed: noul, choice, score)", "unsupported_type")]
+        )
+    if isinstance(question, Mapping):
+        question = _question_from_dict(loc, question)
+    if not isinstance(question, (Noul, Choice, Score)):
+        raise InvalidRequestError(
+            [_error(loc, f"a question must be a Noul, Choice or Score (or its JSON object), got {type(question).__name__}", "model_type")]
+        )
+    _check_limits(loc, question)
+    return question
+
+
+def _question_from_dict(loc: list[Any], raw: Mapping[str, Any]) -> TextQuestion:
+    kind = raw.get("type")
+    if kind not in QUESTION_TYPES:
+        raise InvalidRequestError(
+            [_error([*loc, "type"], f"unknown question type {kind!r}; allowed: noul, choice, score", "literal_error")]
+        )
+    body = dict(raw)
+    if kind == "noul" and "instructions" not in body:
+        body["instructions"] = ""
+    if kind == "score" and isinstance(body.get("criteria"), Mapping):
+        raise InvalidRequestError(
+            [_error([*loc, "criteria"], "score criteria must be a list of level descriptions (level 0 first), got an object", "list_type")]
+        )
+    if kind == "choice" and "criteria" in body and not isinstance(body["criteria"], Mapping):
+        raise InvalidRequestError(
+            [_error([*loc, "criteria"], f"choice criteria must be an object of option name → description, got {type(body['criteria']).__name__}", "dict_type")]
+        )
+    cls = {"noul": Noul, "choice": Choice, "score": Score}[kind]
+    try:
+        return cls.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidRequestError(
+            [_error([*loc, *err["loc"]], _pydantic_message(err), err["type"]) for err in exc.errors()]
+        ) from None
+
+
+def _pydantic_message(err: Mapping[str, Any]) -> str:
+    if err["type"] == "missing":
+        return "field required"
+    if err["type"] == "extra_forbidden":
+        return "unknown field; allowed: type, instructions, criteria"
+    return str(err["msg"])
+
+
+def _check_limits(loc: list[Any], question: TextQuestion) -> None:
+    if isinstance(question, Choice):
+        n = len(question.criteria)
+        if not MIN_CHOICE_OPTIONS <= n <= MAX_CHOICE_OPTIONS:
+            raise InvalidRequestError(
+                [_error(loc, f"a choice needs {MIN_CHOICE_OPTIONS} to {MAX_CHOICE_OPTIONS} options, got {n}")]
+            )
+        empty = [name for name in question.criteria if not name.strip()]
+        if empty:
+            raise InvalidRequestError([_error([*loc, "criteria"], "option names must be non-empty strings, got ''")])
+    elif isinstance(question, Score):
+        n = len(question.criteria)
+        if not MIN_SCORE_LEVELS <= n <= MAX_SCORE_LEVELS:
+            raise InvalidRequestError(
+                [_error(loc, f"a score needs {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, got {n}")]
+            )
+
+
+def option_names(question: TextQuestion) -> list[str]:
+    """The names a question's probability vector is indexed by.
+
+    Example:
+        >>> option_names(Score(instructions="How bad?", criteria=["mild", "severe"]))
+        ['0', '1']
+    """
+    if isinstance(question, Choice):
+        return list(question.criteria)
+    if isinstance(question, Score):
+        return [str(i) for i in range(len(question.criteria))]
+    return list(NOUL_OPTIONS)
+
+
+# --------------------------------------------------------------------------- text rendering
+
+
+def content_text(content: Any) -> str:
+    """Render instructions, criteria or descriptions (text or JSON) as one string.
+
+    Example:
+        >>> content_text({"hint": "refunds"})
+        '{"hint": "refunds"}'
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, ensure_ascii=False, default=str)
+
+
+def state_text(state: Any) -> str:
+    """Render a state (string, object, array, LangChain messages at any depth) as text.
+
+    Messages become ``role: content`` lines so a chat transcript reads like one.
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> state_text([HumanMessage("my card is lost")])
+        'human: my card is lost'
+    """
+    if isinstance(state, str):
+        return state
+    if isinstance(state, BaseMessage):
+        return _message_text(state)
+    if _is_message_list(state):
+        return "\n".join(_message_text(m) for m in state)
+    return json.dumps(_jsonable_state(state), ensure_ascii=False)
+
+
+def _is_message_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str) and bool(value) and all(
+        isinstance(m, BaseMessage) for m in value
+    )
+
+
+def _message_text(message: BaseMessage) -> str:
+    content = message.content if isinstance(message.content, str) else content_text(message.content)
+    return f"{message.type}: {content}"
+
+
+def _jsonable_state(value: Any) -> Any:
+    if isinstance(value, BaseMessage):
+        return _message_text(value)
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable_state(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_jsonable_state(v) for v in value]
+    return value
+
+
+def check_state(state: Any) -> None:
+    """Raise ``InvalidRequestError`` unless the state is a string, object, array or message(s).
+
+    Example:
+        >>> check_state({"ticket": "refund please"})
+    """
+    if isinstance(state, (str, BaseMessage, Mapping)) or (isinstance(state, Sequence) and not isinstance(state, bytes)):
+        return
+    raise InvalidRequestError(
+        [_error(["state"], f"state must be a string, object, array or LangChain messages, got {type(state).__name__}", "union_type")]
+    )
+
+
+# --------------------------------------------------------------------------- answers
+
+
+def choice_confidence(probabilities: Sequence[float]) -> float:
+    """SPEC §4.5 choice confidence: ``(p_max − 1/n) / (1 − 1/n)``.
+
+    Example:
+        >>> round(choice_confidence([0.5, 0.5]), 6)
+        0.0
+    """
+    n = len(probabilities)
+    return _unit((max(probabilities) - 1 / n) / (1 - 1 / n))
+
+
+def _uniform_spread(n: int) -> float:
+    centre = (n - 1) / 2
+    return sum(abs(i - centre) for i in range(n)) / n
+
+
+def score_confidence(probabilities: Sequence[float]) -> float:
+    """SPEC §4.5 score confidence: ``max(0, 1 − Σ p_i·|i − mode| / U(n))``.
+
+    ``U(n)`` is the same spread for the uniform distribution, measured about its centre.
+
+    Example:
+        >>> score_confidence([0.0, 1.0, 0.0])
+        1.0
+    """
+    n = len(probabilities)
+    mode = max(range(n), key=lambda i: probabilities[i])
+    spread = sum(p * abs(i - mode) for i, p in enumerate(probabilities))
+    return _unit(1 - spread / _uniform_spread(n))
+
+
+def _unit(x: float) -> float:
+    return float(min(1.0, max(0.0, x)))
+
+
+def _normalised(probabilities: Sequence[float], expected: int) -> list[float]:
+    values = [float(p) for p in probabilities]
+    if len(values) != expected:
+        raise ValueError(f"expected {expected} probabilities, got {len(values)}")
+    if any(not math.isfinite(p) or p < 0 for p in values):
+        raise ValueError(f"probabilities must be finite and non-negative, got {values}")
+    total = sum(values)
+    if total <= 0:
+        raise ValueError("probabilities sum to 0")
+    return [p / total for p in values]
+
+
+def to_answer(question: TextQuestion, probabilities: Sequence[float]) -> Answer:
+    """Turn a probability vector (indexed as ``option_names``) into a typed answer.
+
+    Example:
+        >>> to_answer(Noul(instructions="Spam?"), [0.8, 0.2]).noul
+        0.8
+    """
+    probs = _normalised(probabilities, len(option_names(question)))
+    if isinstance(question, Noul):
+        return NoulAnswer(type="noul", noul=_unit(probs[0]))
+    if isinstance(question, Choice):
+        names = list(question.criteria)
+        best = max(range(len(names)), key=lambda i: probs[i])
+        return ChoiceAnswer(
+            type="choice",
+            choice=names[best],
+            probabilities=dict(zip(names, probs)),
+            confidence=choice_confidence(probs),
+        )
+    return ScoreAnswer(
+        type="score",
+        score=sum(i * p for i, p in enumerate(probs)),
+        legend=dict(enumerate(question.criteria)),
+        probabilities=dict(enumerate(probs)),
+        confidence=score_confidence(probs),
+    )
+
+
+def answer_probabilities(answer: Answer) -> list[float]:
+    """The inverse of ``to_answer``: the probability vector indexed as ``option_names``.
+
+    Example:
+        >>> answer_probabilities(NoulAnswer(type="noul", noul=0.3))
+        [0.3, 0.7]
+    """
+    if isinstance(answer, NoulAnswer):
+        return [answer.noul, 1.0 - answer.noul]
+    if isinstance(answer, ChoiceAnswer):
+        return list(answer.probabilities.values())
+    if isinstance(answer, ScoreAnswer):
+        return [answer.probabilities[i] for i in sorted(answer.probabilities)]
+    raise TypeError(f"no probability vector for a {type(answer).__name__}")
+
+
+def decided_label(answer: Answer) -> str:
+    """The label an answer decides: ``"yes"``/``"no"`` for a noul, the option for a choice,
+    the most probable level (as a string) for a score.
+
+    Example:
+        >>> decided_label(NoulAnswer(type="noul", noul=0.3))
+        'no'
+    """
+    if isinstance(answer, NoulAnswer):
+        return NOUL_OPTIONS[0] if answer.noul >= 0.5 else NOUL_OPTIONS[1]
+    if isinstance(answer, ChoiceAnswer):
+        return answer.choice
+    if isinstance(answer, ScoreAnswer):
+        return str(max(answer.probabilities, key=lambda i: answer.probabilities[i]))
+    raise TypeError(f"no decided label for a {type(answer).__name__}")
+
+
+def decision_probability(answer: Answer) -> float:
+    """The probability of the decided label: the signal that lanes and thresholds act on.
+
+    Example:
+        >>> decision_probability(NoulAnswer(type="noul", noul=0.3))
+        0.7
+    """
+    if isinstance(answer, NoulAnswer):
+        return max(answer.noul, 1.0 - answer.noul)
+    return max(answer_probabilities(answer))
+
+
+def label_index(question: TextQuestion, label: Any) -> int:
+    """Index of a label (bool/"yes"/"no" for noul, option name for choice, level for score).
+
+    Raises ``ValueError`` naming the allowed labels when the label is illegal.
+
+    Example:
+        >>> label_index(Noul(instructions="Spam?"), True)
+        0
+    """
+    names = option_names(question)
+    if isinstance(question, Noul):
+        if isinstance(label, bool):
+            return 0 if label else 1
+        key = str(label).strip().lower()
+        if key in ("yes", "true", "1"):
+            return 0
+        if key in ("no", "false", "0"):
+            return 1
+    elif isinstance(question, Score):
+        if isinstance(label, (int, str)) and not isinstance(label, bool) and str(label) in names:
+            return int(label)
+    elif isinstance(label, str) and label in question.criteria:
+        return names.index(label)
+    raise ValueError(f"label {label!r} is not legal here; allowed: {_allowed(question)}")
+
+
+def _allowed(question: TextQuestion) -> str:
+    if isinstance(question, Noul):
+        return "true/false (or yes/no)"
+    names = option_names(question)
+    shown = ", ".join(names[:12]) + (f", … ({len(names)} in all)" if len(names) > 12 else "")
+    return shown
+
+
+# --------------------------------------------------------------------------- wire JSON
+
+
+@dataclass
+class WireRequest:
+    """A validated System One request body."""
+
+    state: Any
+    questions: dict[str, TextQuestion]
+    model: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_request(body: Any) -> WireRequest:
+    """Validate a System One request body (already JSON-decoded). Unknown top-level fields are
+    ignored (kept in ``extras``).
+
+    Example:
+        >>> parse_request({"state": "hi", "questions": {"q": {"type": "noul", "instructions": "Greeting?"}}}).model is None
+        True
+    """
+    if not isinstance(body, Mapping):
+        raise InvalidRequestError([_error(["body"], f"the request body must be a JSON object, got {type(body).__name__}", "dict_type")])
+    errors: list[dict[str, Any]] = []
+    if "state" not in body:
+        errors.append(_error(["state"], "field required", "missing"))
+    else:
+        try:
+            check_state(body["state"])
+        except InvalidRequestError as exc:
+            errors.extend(exc.errors)
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        errors.append(_error(["model"], f"model must be a string, got {type(model).__name__}", "string_type"))
+    questions: dict[str, TextQuestion] = {}
+    if "questions" not in body:
+        errors.append(_error(["questions"], "field required", "missing"))
+    else:
+        try:
+            questions = validate_questions(body["questions"])
+        except InvalidRequestError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise InvalidRequestError(errors)
+    extras = {k: v for k, v in body.items() if k not in ("state", "questions", "model")}
+    return WireRequest(state=body["state"], questions=questions, model=model, extras=extras)
+
+
+def question_to_wire(question: TextQuestion) -> dict[str, Any]:
+    """A typed question as its System One JSON object.
+
+    Example:
+        >>> question_to_wire(Noul(instructions="Spam?"))
+        {'type': 'noul', 'instructions': 'Spam?'}
+    """
+    return question.model_dump(mode="json", exclude_none=True)
+
+
+def request_to_wire(state: Any, questions: Mapping[str, TextQuestion], model: str | None = None) -> dict[str, Any]:
+    """A request as a System One JSON body (messages in the state rendered as text).
+
+    Example:
+        >>> request_to_wire("hi", {"q": Noul(instructions="Greeting?")})["questions"]["q"]["type"]
+        'noul'
+    """
+    body: dict[str, Any] = {"state": _jsonable_state(state), "questions": {k: question_to_wire(q) for k, q in questions.items()}}
+    if model is not None:
+        body["model"] = model
+    return body
+
+
+def response_to_wire(response: ClassifierResponse, extensions: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A response as System One JSON (score keys as strings, usage as integers, ``x_`` extras).
+
+    Example:
+        >>> r = ClassifierResponse(model="m", answers={"q": NoulAnswer(type="noul", noul=0.5)})
+        >>> response_to_wire(r)["usage"]
+        {'input_tokens': 0, 'output_tokens': 0}
+    """
+    usage = response.usage or {}
+    body: dict[str, Any] = {
+        "model": response.model,
+        "answers": {qid: answer.model_dump(mode="json") for qid, answer in response.answers.items()},
+        "usage": {"input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": int(usage.get("output_tokens", 0))},
+    }
+    if response.request_id:
+        body["x_request_id"] = response.request_id
+    for key, value in (extensions or {}).items():
+        body[key if key.startswith("x_") else f"x_{key}"] = value
+    return body
+
+
+def response_from_wire(body: Mapping[str, Any]) -> ClassifierResponse:
+    """Parse a System One response body into a ``ClassifierResponse`` (``x_`` fields dropped).
+
+    Example:
+        >>> response_from_wire({"model": "m", "answers": {"q": {"type": "noul", "noul": 0.2}}}).nouls["q"].noul
+        0.2
+    """
+    return ClassifierResponse.model_validate(
+        {
+            "model": body.get("model", ""),
+            "answers": body.get("answers", {}),
+            "usage": body.get("usage"),
+            "request_id": body.get("x_request_id"),
+        }
+    )
