@@ -32,7 +32,7 @@ from langchain_core.decisions import (
     ScoreAnswer,
 )
 from langchain_core.messages import BaseMessage
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 MIN_CHOICE_OPTIONS = 2
 MAX_CHOICE_OPTIONS = 255
@@ -43,6 +43,20 @@ NOUL_OPTIONS = ("yes", "no")
 """Canonical option names of a noul: its probability vector is ``[p(yes), p(no)]``."""
 
 TextQuestion = Noul | Choice | Score
+
+
+class DecisionResponse(ClassifierResponse):
+    """A ``ClassifierResponse`` that also carries System One ``x_`` extensions.
+
+    ``extensions`` holds what the wire sends as ``x_`` fields (for example ``x_truncation``,
+    which reports how a long state was cut). It is still a ``ClassifierResponse`` everywhere.
+
+    Example:
+        >>> DecisionResponse(model="m", answers={}, extensions={"x_truncation": None}).extensions
+        {'x_truncation': None}
+    """
+
+    extensions: dict[str, Any] = Field(default_factory=dict)
 
 
 class InvalidRequestError(ValueError):
@@ -502,23 +516,25 @@ def response_to_wire(response: ClassifierResponse, extensions: Mapping[str, Any]
     }
     if response.request_id:
         body["x_request_id"] = response.request_id
-    for key, value in (extensions or {}).items():
+    merged = {**getattr(response, "extensions", {}), **(extensions or {})}
+    for key, value in merged.items():
         body[key if key.startswith("x_") else f"x_{key}"] = value
     return body
 
 
-def response_from_wire(body: Mapping[str, Any]) -> ClassifierResponse:
-    """Parse a System One response body into a ``ClassifierResponse`` (``x_`` fields dropped).
+def response_from_wire(body: Mapping[str, Any]) -> DecisionResponse:
+    """Parse a System One response body; ``x_`` fields land in ``extensions``.
 
     Example:
         >>> response_from_wire({"model": "m", "answers": {"q": {"type": "noul", "noul": 0.2}}}).nouls["q"].noul
         0.2
     """
-    return ClassifierResponse.model_validate(
+    return DecisionResponse.model_validate(
         {
             "model": body.get("model", ""),
             "answers": body.get("answers", {}),
             "usage": body.get("usage"),
             "request_id": body.get("x_request_id"),
+            "extensions": {k: v for k, v in body.items() if k.startswith("x_") and k != "x_request_id"},
         }
     )
