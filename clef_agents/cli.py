@@ -16,6 +16,8 @@ import sys
 
 SUBCOMMAND_MODULES = (
     "clef_agents.decide_cli",
+    "clef_agents.train.data_cli",
+    "clef_agents.graph_cli",
     "clef_agents.train.cli",
     "clef_agents.serve.cli",
 )
