@@ -1,0 +1,201 @@
+"""``ClefDecisionModel``: the local decision model as a LangChain ``BaseDecisionModel``."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from pathlib import Path
+from typing import Any
+
+from langchain_core.decisions import BaseDecisionModel, ClassifierRequest, ClassifierResponse, Question, State
+from langchain_core.runnables import RunnableConfig
+from pydantic import ConfigDict, PrivateAttr
+
+from clef_agents import wire
+from clef_agents.model.config import ClefConfig, HeadSettings, LoraSettings
+from clef_agents.model.engine import DecisionEngine
+
+RESERVED_NAMES = {"mini": "mini"}
+
+
+class UntrainedModelWarning(UserWarning):
+    """Raised (as a warning) when a model with an untrained head is built or loaded."""
+
+
+def shipped_checkpoint(name: str) -> Path:
+    """Folder of a checkpoint shipped inside the package (``"mini"``)."""
+    return Path(__file__).resolve().parent.parent / "checkpoints" / RESERVED_NAMES[name]
+
+
+class ClefDecisionModel(BaseDecisionModel):
+    """A frozen backbone + LoRA + routing head that answers every question of a request in one
+    prefill pass, with no generation.
+
+    Example:
+        >>> from langchain_core.decisions import Choice
+        >>> model = ClefDecisionModel.from_pretrained("mini")  # doctest: +SKIP
+        >>> q = Choice(instructions="Which team?", criteria={"billing": "Payments", "tech": "Bugs"})
+        >>> model.invoke({"state": "I was charged twice", "questions": {"team": q}}).choices["team"].choice  # doctest: +SKIP
+        'billing'
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: str = "clef-agents"
+    _engine: DecisionEngine = PrivateAttr()
+
+    def __init__(self, engine: DecisionEngine, **kwargs: Any):
+        super().__init__(model=kwargs.pop("model", engine.config.name), **kwargs)
+        self._engine = engine
+        if not engine.config.trained:
+            warnings.warn(
+                f"decision model {engine.config.name!r} has an UNTRAINED head: its probabilities mean nothing. "
+                "Train it (clef-agents train) or load the shipped default with ClefDecisionModel.from_pretrained('mini').",
+                UntrainedModelWarning,
+                stacklevel=3,
+            )
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, device: str | None = None) -> ClefDecisionModel:
+        """Load a checkpoint folder, or the shipped default by its reserved name ``"mini"``.
+
+        Example:
+            >>> ClefDecisionModel.from_pretrained("mini").model  # doctest: +SKIP
+            'mini'
+        """
+        import torch  # noqa: PLC0415
+
+        folder = Path(name_or_path)
+        if str(name_or_path) in RESERVED_NAMES:
+            folder = shipped_checkpoint(str(name_or_path))
+            if not (folder / "config.json").exists():
+                raise FileNotFoundError(
+                    f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
+                    "reinstall clef-agents or pass a checkpoint folder"
+                )
+        engine = DecisionEngine.load(folder, torch.device(device) if device else None)
+        return cls(engine)
+
+    @classmethod
+    def from_backbone(
+        cls,
+        backbone: str = "minilm",
+        *,
+        name: str = "untrained",
+        lora: LoraSettings | None = None,
+        head: HeadSettings | None = None,
+        max_state_tokens: int = 256,
+        device: str | None = None,
+        backbone_object: Any | None = None,
+    ) -> ClefDecisionModel:
+        """A new model with an untrained head on a backbone reference (warns: it is untrained).
+
+        ``backbone_object`` may be an already loaded ``Backbone`` (used by tests with tiny models).
+
+        Example:
+            >>> ClefDecisionModel.from_backbone("minilm")  # doctest: +SKIP
+        """
+        import torch  # noqa: PLC0415
+
+        config = ClefConfig(
+            name=name,
+            backbone=backbone,
+            lora=lora or LoraSettings(),
+            head=head or HeadSettings(),
+            max_state_tokens=max_state_tokens,
+        )
+        engine = DecisionEngine.create(config, backbone_object, torch.device(device) if device else None)
+        return cls(engine)
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write the checkpoint folder (config.json, adapter/, head.safetensors).
+
+        Example:
+            >>> model.save_pretrained("out/my-model")  # doctest: +SKIP
+        """
+        return self._engine.save(path)
+
+    @property
+    def engine(self) -> DecisionEngine:
+        """The torch engine (for training, calibration and benchmarks)."""
+        return self._engine
+
+    @property
+    def config(self) -> ClefConfig:
+        """The checkpoint config."""
+        return self._engine.config
+
+    # ------------------------------------------------------------------ BaseDecisionModel
+
+    @property
+    def _provider(self) -> str:
+        return "clef_agents"
+
+    def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
+        return self._classify_many([{"state": state, "questions": questions}])[0]
+
+    def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
+        """Answer many requests with one padded forward; invalid ones come back as exceptions."""
+        prepared: list[tuple[str, list[str], list[wire.TextQuestion]] | Exception] = []
+        for request in requests:
+            try:
+                prepared.append(_prepare(request))
+            except wire.InvalidRequestError as exc:
+                prepared.append(exc)
+        valid = [p for p in prepared if not isinstance(p, Exception)]
+        predictions = iter(self._engine.predict([(text, qs) for text, _, qs in valid]) if valid else [])
+        return [p if isinstance(p, Exception) else self._respond(p, next(predictions)) for p in prepared]
+
+    def _respond(self, prepared: tuple[str, list[str], list[wire.TextQuestion]], prediction: Any) -> wire.DecisionResponse:
+        _, ids, questions = prepared
+        probabilities, truncation, n_tokens = prediction
+        answers = {qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, probabilities)}
+        extensions: dict[str, Any] = {"x_truncation": truncation.as_dict()}
+        if not self._engine.config.trained:
+            extensions["x_untrained"] = True
+        return wire.DecisionResponse(
+            model=self.model,
+            answers=answers,
+            usage={"input_tokens": n_tokens, "output_tokens": 0},
+            extensions=extensions,
+        )
+
+    def batch(
+        self,
+        inputs: list[ClassifierRequest],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[ClassifierResponse]:
+        """Answer many requests with one padded forward (chunked for memory).
+
+        Example:
+            >>> model.batch([{"state": "a", "questions": qs}, {"state": "b", "questions": qs}])  # doctest: +SKIP
+        """
+        if not inputs:
+            return []
+        return self._batch_with_config(self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm")
+
+    async def abatch(
+        self,
+        inputs: list[ClassifierRequest],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[ClassifierResponse]:
+        """Async ``batch``: the forward runs in a worker thread."""
+        return await asyncio.to_thread(self.batch, inputs, config, return_exceptions=return_exceptions)
+
+
+def _prepare(request: ClassifierRequest) -> tuple[str, list[str], list[wire.TextQuestion]]:
+    if not isinstance(request, dict) or "state" not in request or "questions" not in request:
+        raise wire.InvalidRequestError(
+            [{"loc": ["request"], "msg": "a request needs 'state' and 'questions'", "type": "missing"}]
+        )
+    wire.check_state(request["state"])
+    questions = wire.validate_questions(request["questions"])
+    return wire.state_text(request["state"]), list(questions), list(questions.values())

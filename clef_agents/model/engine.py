@@ -1,0 +1,445 @@
+"""The torch side of the decision model: tokenisation with an explicit truncation policy, the
+schema cache, one padded backbone pass per batch, the routing head, and calibration.
+
+``DecisionEngine`` knows nothing about LangChain; ``ClefDecisionModel`` wraps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from clef_agents import wire
+from clef_agents.model.backbones import Backbone, load_backbone
+from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
+from clef_agents.model.head import OPTION_TYPES, RoutingHead, level_positions
+
+SCHEMA_CACHE_SIZE = 8192
+FORWARD_CHUNK = 64
+
+
+@dataclass
+class QuestionSchema:
+    """What the head needs about one question; depends only on the question, so it is cached."""
+
+    option_vec: torch.Tensor  # [n, H]
+    question_vec: torch.Tensor  # [H]
+    option_type: list[int]
+    option_level: list[float]
+
+
+@dataclass
+class Truncation:
+    """How a state was cut to fit the window (reported to users as ``x_truncation``)."""
+
+    policy: str
+    state_tokens: int
+    kept_tokens: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.kept_tokens < self.state_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "truncated": self.truncated,
+            "policy": self.policy,
+            "state_tokens": self.state_tokens,
+            "kept_tokens": self.kept_tokens,
+            "dropped_tokens": self.state_tokens - self.kept_tokens,
+        }
+
+
+@dataclass
+class EncodedBatch:
+    """Tensors for one forward pass over several requests."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    option_vec: torch.Tensor
+    question_vec: torch.Tensor
+    option_type: torch.Tensor
+    option_level: torch.Tensor
+    option_question: torch.Tensor
+    spans: list[list[tuple[int, int]]]  # per request, per question: [start, end) in the option axis
+    truncations: list[Truncation] = field(default_factory=list)
+
+
+def option_texts(question: wire.TextQuestion) -> list[str]:
+    """The text each option is embedded from (names humanised, descriptions appended).
+
+    Example:
+        >>> option_texts(wire.Choice(instructions="?", criteria={"card_arrival": "Card delivery.", "x": None}))
+        ['card arrival: Card delivery.', 'x']
+    """
+    if isinstance(question, wire.Choice):
+        return [_named(name, description) for name, description in question.criteria.items()]
+    if isinstance(question, wire.Score):
+        return [wire.content_text(description) or f"level {i}" for i, description in enumerate(question.criteria)]
+    instructions = wire.content_text(question.instructions)
+    criteria = question.criteria
+    yes = wire.content_text(criteria.true) if criteria is not None else ""
+    no = wire.content_text(criteria.false) if criteria is not None else ""
+    return [f"yes: {instructions} {yes}".strip(), f"no, not: {instructions} {no}".strip()]
+
+
+def _named(name: str, description: Any) -> str:
+    readable = name.replace("_", " ").replace("-", " ").strip()
+    text = wire.content_text(description)
+    return f"{readable}: {text}" if text else readable
+
+
+def option_types(question: wire.TextQuestion) -> tuple[list[int], list[float]]:
+    """Per-option type ids and score-level positions."""
+    if isinstance(question, wire.Choice):
+        n = len(question.criteria)
+        return [OPTION_TYPES["choice"]] * n, [0.0] * n
+    if isinstance(question, wire.Score):
+        n = len(question.criteria)
+        return [OPTION_TYPES["score"]] * n, level_positions(n)
+    return [OPTION_TYPES["noul_yes"], OPTION_TYPES["noul_no"]], [0.0, 0.0]
+
+
+def question_key(question: wire.TextQuestion) -> str:
+    """A stable hash of a question's content (ids never enter it)."""
+    return hashlib.sha256(json.dumps(wire.question_to_wire(question), sort_keys=True).encode()).hexdigest()
+
+
+def default_lora_targets(backbone: Backbone) -> list[str]:
+    """Attention projections to adapt, by the names the backbone uses."""
+    names = {name.rsplit(".", 1)[-1] for name, _ in backbone.model.named_modules()}
+    for pair in (["query", "value"], ["q_proj", "v_proj"], ["q", "v"], ["c_attn"]):
+        if all(p in names for p in pair):
+            return pair
+    raise ValueError(f"cannot find attention projections to adapt in {type(backbone.model).__name__}; set lora.target_modules")
+
+
+def _num_layers(model: torch.nn.Module) -> int:
+    config = model.config
+    return int(getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0))
+
+
+class DecisionEngine:
+    """Backbone (+LoRA) + routing head + calibration, with a schema cache and batching.
+
+    Example:
+        >>> engine = DecisionEngine.create(ClefConfig(name="demo", backbone="minilm"))  # doctest: +SKIP
+    """
+
+    def __init__(self, config: ClefConfig, backbone: Backbone, device: torch.device | None = None):
+        self.config = config
+        self.backbone = backbone
+        self.device = device or default_device()
+        self.network = backbone.model
+        if config.lora is not None:
+            self.network = self._wrap_lora(backbone)
+        self.head = RoutingHead(backbone.hidden_size, config.head)
+        self.network.to(self.device)
+        if self.device.type == "cuda":
+            self.network.to(torch.bfloat16)
+        self.head.to(self.device)
+        self.network.eval()
+        self.head.eval()
+        self._schema_cache: OrderedDict[str, QuestionSchema] = OrderedDict()
+        self._text_cache: dict[str, torch.Tensor] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def create(cls, config: ClefConfig, backbone: Backbone | None = None, device: torch.device | None = None) -> DecisionEngine:
+        """A fresh (untrained) engine for a config; the backbone is loaded from its reference if not given."""
+        return cls(config, backbone or load_backbone(config.backbone), device)
+
+    def _wrap_lora(self, backbone: Backbone) -> torch.nn.Module:
+        from peft import LoraConfig, get_peft_model  # noqa: PLC0415
+
+        settings = self.config.lora
+        assert settings is not None
+        n_layers = _num_layers(backbone.model)
+        layers = settings.layers if settings.layers is not None else list(range(n_layers // 2, n_layers))
+        lora_config = LoraConfig(
+            r=settings.r,
+            lora_alpha=settings.alpha,
+            lora_dropout=settings.dropout,
+            target_modules=settings.target_modules or default_lora_targets(backbone),
+            layers_to_transform=layers or None,
+            bias="none",
+        )
+        return get_peft_model(backbone.model, lora_config)
+
+    @classmethod
+    def load(cls, folder: str | Path, device: torch.device | None = None) -> DecisionEngine:
+        """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors)."""
+        from safetensors.torch import load_file  # noqa: PLC0415
+
+        folder = Path(folder)
+        config_path = folder / CONFIG_FILE
+        if not config_path.exists():
+            raise FileNotFoundError(f"{folder} is not a clef_agents checkpoint: no {CONFIG_FILE}")
+        config = ClefConfig.model_validate_json(config_path.read_text())
+        backbone = load_backbone(_resolve_backbone(config.backbone, folder))
+        engine = cls(config, backbone, device)
+        if config.lora is not None:
+            engine._load_adapter(folder / ADAPTER_DIR)
+        engine.head.load_state_dict(load_file(str(folder / HEAD_FILE), device=str(engine.device)))
+        return engine
+
+    def _load_adapter(self, adapter_dir: Path) -> None:
+        from peft import set_peft_model_state_dict  # noqa: PLC0415
+        from safetensors.torch import load_file  # noqa: PLC0415
+
+        weights = adapter_dir / "adapter_model.safetensors"
+        if not weights.exists():
+            raise FileNotFoundError(f"adapter weights missing: {weights}")
+        result = set_peft_model_state_dict(self.network, load_file(str(weights), device=str(self.device)))
+        unexpected = getattr(result, "unexpected_keys", [])
+        if unexpected:
+            raise ValueError(f"adapter in {adapter_dir} does not fit this backbone: unexpected keys {unexpected[:3]}")
+
+    def save(self, folder: str | Path) -> Path:
+        """Write config.json, the PEFT adapter and head.safetensors (no pickles, no backbone copy)."""
+        from safetensors.torch import save_file  # noqa: PLC0415
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / CONFIG_FILE).write_text(self.config.model_dump_json(indent=2) + "\n")
+        if self.config.lora is not None:
+            self.network.save_pretrained(str(folder / ADAPTER_DIR), safe_serialization=True)
+        state = {k: v.detach().float().cpu().contiguous() for k, v in self.head.state_dict().items()}
+        save_file(state, str(folder / HEAD_FILE))
+        return folder
+
+    # ------------------------------------------------------------------ schema
+
+    def encode_texts(self, texts: list[str]) -> torch.Tensor:
+        """Mean-pooled frozen-backbone embeddings of texts (adapters off), cached per text."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        for start in range(0, len(missing), FORWARD_CHUNK):
+            chunk = missing[start : start + FORWARD_CHUNK]
+            for text, vector in zip(chunk, self._embed_frozen(chunk)):
+                self._text_cache[text] = vector
+        return torch.stack([self._text_cache[t] for t in texts])
+
+    @torch.no_grad()
+    def _embed_frozen(self, texts: list[str]) -> torch.Tensor:
+        tokens = self.backbone.tokenizer(
+            texts, padding=True, truncation=True, max_length=128, return_tensors="pt"
+        ).to(self.device)
+        with self._adapters_disabled():
+            hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
+        return _mean_pool(hidden, tokens["attention_mask"]).float().cpu()
+
+    def _adapters_disabled(self):
+        if self.config.lora is None:
+            from contextlib import nullcontext  # noqa: PLC0415
+
+            return nullcontext()
+        return self.network.disable_adapter()
+
+    def schema(self, question: wire.TextQuestion) -> QuestionSchema:
+        """The cached schema tensors of a question (computed once per distinct question)."""
+        key = question_key(question)
+        with self._lock:
+            cached = self._schema_cache.get(key)
+            if cached is not None:
+                self._schema_cache.move_to_end(key)
+                return cached
+        texts = option_texts(question)
+        vectors = self.encode_texts([*texts, wire.content_text(question.instructions) or texts[0]])
+        types, levels = option_types(question)
+        built = QuestionSchema(option_vec=vectors[:-1], question_vec=vectors[-1], option_type=types, option_level=levels)
+        with self._lock:
+            self._schema_cache[key] = built
+            if len(self._schema_cache) > SCHEMA_CACHE_SIZE:
+                self._schema_cache.popitem(last=False)
+        return built
+
+    def clear_caches(self) -> None:
+        """Forget cached schema and text embeddings (needed after the backbone changes)."""
+        with self._lock:
+            self._schema_cache.clear()
+            self._text_cache.clear()
+
+    # ------------------------------------------------------------------ state
+
+    def tokenize_state(self, text: str) -> tuple[list[int], Truncation]:
+        """Token ids of a state within ``max_state_tokens``, cut by the configured policy."""
+        ids = self.backbone.tokenizer(text, add_special_tokens=False)["input_ids"]
+        prefix, suffix = self._special_tokens
+        budget = max(1, min(self.config.max_state_tokens, self.backbone.max_positions) - len(prefix) - len(suffix))
+        kept = _truncate(ids, budget, self.config.truncation, self.config.tail_fraction)
+        return prefix + kept + suffix, Truncation(self.config.truncation, len(ids), len(kept))
+
+    @cached_property
+    def _special_tokens(self) -> tuple[list[int], list[int]]:
+        """The special tokens the tokenizer puts before and after a text (e.g. [CLS] / [SEP])."""
+        tokenizer = self.backbone.tokenizer
+        full = tokenizer("a", add_special_tokens=True)["input_ids"]
+        bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+        for start in range(len(full) - len(bare) + 1):
+            if full[start : start + len(bare)] == bare:
+                return full[:start], full[start + len(bare) :]
+        return [], []
+
+    # ------------------------------------------------------------------ batching
+
+    def encode(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> EncodedBatch:
+        """Pack several (state text, questions) requests into padded tensors."""
+        pad_id = self.backbone.tokenizer.pad_token_id or 0
+        token_rows, truncations = zip(*(self.tokenize_state(text) for text, _ in requests))
+        max_len = max(len(row) for row in token_rows)
+        input_ids = torch.full((len(requests), max_len), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(requests), max_len), dtype=torch.long)
+        for i, row in enumerate(token_rows):
+            input_ids[i, : len(row)] = torch.tensor(row)
+            attention[i, : len(row)] = 1
+        schemas = [[self.schema(q) for q in questions] for _, questions in requests]
+        n_options = max(sum(len(s.option_type) for s in row) for row in schemas)
+        hidden = self.backbone.hidden_size
+        option_vec = torch.zeros(len(requests), n_options, hidden)
+        question_vec = torch.zeros(len(requests), n_options, hidden)
+        option_type = torch.zeros(len(requests), n_options, dtype=torch.long)
+        option_level = torch.zeros(len(requests), n_options)
+        option_question = torch.full((len(requests), n_options), -1, dtype=torch.long)
+        spans: list[list[tuple[int, int]]] = []
+        for i, row in enumerate(schemas):
+            cursor, row_spans = 0, []
+            for q_index, schema in enumerate(row):
+                n = len(schema.option_type)
+                option_vec[i, cursor : cursor + n] = schema.option_vec
+                question_vec[i, cursor : cursor + n] = schema.question_vec
+                option_type[i, cursor : cursor + n] = torch.tensor(schema.option_type)
+                option_level[i, cursor : cursor + n] = torch.tensor(schema.option_level)
+                option_question[i, cursor : cursor + n] = q_index
+                row_spans.append((cursor, cursor + n))
+                cursor += n
+            spans.append(row_spans)
+        return EncodedBatch(input_ids, attention, option_vec, question_vec, option_type, option_level, option_question, spans, list(truncations))
+
+    def logits(self, batch: EncodedBatch) -> torch.Tensor:
+        """Raw option logits [B, O] for an encoded batch (differentiable when training)."""
+        dev = self.device
+        mask = batch.attention_mask.to(dev)
+        hidden = self._hidden(batch.input_ids.to(dev), mask).float()
+        pooled = _mean_pool(hidden, mask)
+        return self.head(
+            hidden,
+            mask.bool(),
+            pooled,
+            batch.option_vec.to(dev),
+            batch.question_vec.to(dev),
+            batch.option_type.to(dev),
+            batch.option_level.to(dev),
+            batch.option_question.to(dev),
+        )
+
+    def _hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.network(input_ids=input_ids, attention_mask=attention_mask)
+        return out.last_hidden_state
+
+    def calibrated_log_probs(self, logits: torch.Tensor, batch: EncodedBatch, questions: list[list[wire.TextQuestion]]) -> list[list[torch.Tensor]]:
+        """Per request, per question: calibrated log-probabilities over that question's options."""
+        cal = self.config.calibration
+        out: list[list[torch.Tensor]] = []
+        for i, row in enumerate(batch.spans):
+            row_out = []
+            for (start, end), question in zip(row, questions[i]):
+                z = logits[i, start:end]
+                if isinstance(question, wire.Noul):
+                    margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
+                    row_out.append(torch.stack([F.logsigmoid(margin), F.logsigmoid(-margin)]))
+                else:
+                    t = cal.choice_temperature if isinstance(question, wire.Choice) else cal.score_temperature
+                    row_out.append(F.log_softmax(z / t, dim=-1))
+            out.append(row_out)
+        return out
+
+    @torch.no_grad()
+    def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[tuple[list[list[float]], Truncation, int]]:
+        """Calibrated probabilities for many requests, in padded chunks sorted by length.
+
+        Returns, per request: (probabilities per question, truncation, state token count).
+        """
+        order = sorted(range(len(requests)), key=lambda i: len(requests[i][0]))
+        results: list[Any] = [None] * len(requests)
+        for start in range(0, len(order), FORWARD_CHUNK):
+            chunk = order[start : start + FORWARD_CHUNK]
+            batch = self.encode([requests[i] for i in chunk])
+            with _autocast(self.device):
+                logits = self.logits(batch)
+            log_probs = self.calibrated_log_probs(logits.float(), batch, [requests[i][1] for i in chunk])
+            for j, i in enumerate(chunk):
+                probs = [lp.exp().cpu().tolist() for lp in log_probs[j]]
+                results[i] = (probs, batch.truncations[j], int(batch.attention_mask[j].sum()))
+        return results
+
+    def train_mode(self, training: bool) -> None:
+        """Switch dropout on (training) or off (inference)."""
+        self.network.train(training)
+        self.head.train(training)
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """LoRA and head parameters (the backbone itself stays frozen)."""
+        lora = [p for n, p in self.network.named_parameters() if "lora_" in n]
+        for p in lora:
+            p.requires_grad_(True)
+        return lora + list(self.head.parameters())
+
+
+def _truncate(ids: list[int], budget: int, policy: str, tail_fraction: float) -> list[int]:
+    if len(ids) <= budget:
+        return ids
+    if policy == "head":
+        return ids[:budget]
+    if policy == "tail":
+        return ids[-budget:]
+    tail = int(round(budget * tail_fraction))
+    head = budget - tail
+    return ids[:head] + (ids[-tail:] if tail else [])
+
+
+def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    from contextlib import nullcontext  # noqa: PLC0415
+
+    return nullcontext()
+
+
+def default_device() -> torch.device:
+    """CUDA when available, else CPU (``CLEF_AGENTS_DEVICE`` overrides)."""
+    import os  # noqa: PLC0415
+
+    chosen = os.environ.get("CLEF_AGENTS_DEVICE")
+    if chosen:
+        return torch.device(chosen)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _resolve_backbone(reference: str, folder: Path) -> str:
+    """A relative backbone path in a config is relative to the checkpoint folder."""
+    candidate = folder / reference
+    if not Path(reference).is_absolute() and candidate.exists() and reference not in (".", ""):
+        return str(candidate)
+    return reference
+
+
+def entropy(probs: list[float]) -> float:
+    """Shannon entropy in nats (used in reports)."""
+    return -sum(p * math.log(p) for p in probs if p > 0)
