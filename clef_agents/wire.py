@@ -186,6 +186,12 @@ def _check_limits(loc: list[Any], question: TextQuestion) -> None:
             raise InvalidRequestError(
                 [_error(loc, f"a score needs {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, got {n}")]
             )
+        missing = [i for i, level in enumerate(question.criteria) if level is None]
+        if missing:
+            # the legend echoes each level, and SDKs reject a null legend value
+            raise InvalidRequestError(
+                [_error([*loc, "criteria", i], "a score level needs a description (text or JSON), got null") for i in missing]
+            )
 
 
 def option_names(question: TextQuestion) -> list[str]:
