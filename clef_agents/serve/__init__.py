@@ -1,0 +1,45 @@
+"""Serving: the System One server, the remote client, and the Ray Serve deployment.
+
+Imports are lazy, so ``from clef_agents.serve import RemoteDecisionModel`` needs only httpx, and
+the server pulls in starlette only when it is used.
+
+Example:
+    >>> from clef_agents.serve import RemoteDecisionModel
+    >>> RemoteDecisionModel(base_url="http://127.0.0.1:8000").model
+    'jev-latest'
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clef_agents.serve.app import ServerSettings, create_app
+    from clef_agents.serve.batcher import MicroBatcher
+    from clef_agents.serve.models import load_model
+    from clef_agents.serve.remote import RemoteDecisionModel, SystemOneHTTPError
+
+_dynamic_imports: dict[str, str] = {
+    "create_app": "clef_agents.serve.app",
+    "ServerSettings": "clef_agents.serve.app",
+    "MicroBatcher": "clef_agents.serve.batcher",
+    "load_model": "clef_agents.serve.models",
+    "RemoteDecisionModel": "clef_agents.serve.remote",
+    "SystemOneHTTPError": "clef_agents.serve.remote",
+}
+
+__all__ = list(_dynamic_imports)
+
+
+def __getattr__(name: str) -> Any:
+    module = _dynamic_imports.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clef_agents.serve' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

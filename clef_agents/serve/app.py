@@ -1,0 +1,407 @@
+"""The System One server: a Starlette app answering ``POST /v1/systemone`` with any decision model.
+
+Every request is validated by ``clef_agents.wire`` before it reaches the model (a bad request gets
+a 4xx and never joins a batch); valid ones are micro-batched into one ``model.batch`` call
+(``MicroBatcher``) or handed to an injected ``answer`` coroutine (the Ray Serve deployment uses
+that to plug in its own ``@serve.batch`` handler).
+
+Routes: ``POST /v1/systemone``, ``GET /v1/models``, ``GET /healthz`` (the process is up),
+``GET /readyz`` (the model is loaded), ``GET /v1/stats`` (batching counters), ``GET /openapi.json``.
+
+Example:
+    >>> from clef_agents.testing import FakeDecisionModel
+    >>> from starlette.testclient import TestClient
+    >>> app = create_app(FakeDecisionModel(answers={"q": 0.7}))
+    >>> with TestClient(app) as client:
+    ...     client.post("/v1/systemone", json={"state": "hi", "questions": {"q": {"type": "noul"}}}).json()["answers"]
+    {'q': {'type': 'noul', 'noul': 0.7}}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from langchain_core.decisions import BaseDecisionModel, ClassifierRequest, ClassifierResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from clef_agents import wire
+from clef_agents.serve.batcher import MicroBatcher, QueueFullError
+from clef_agents.serve.openapi import openapi_document
+
+logger = logging.getLogger("clef_agents.serve")
+access_logger = logging.getLogger("clef_agents.serve.access")
+
+AnswerFunction = Callable[[ClassifierRequest], Awaitable[ClassifierResponse]]
+ModelLoader = Callable[[], BaseDecisionModel]
+
+DEFAULT_ALIASES = ("jev-latest",)
+
+
+@dataclass
+class ServerSettings:
+    """Limits and names of one server.
+
+    - ``served_name``: the name in ``/v1/models`` and in responses (default: the model's ``model``).
+    - ``aliases``: other names a request may ask for ("jev-latest" is what SDKs send by default).
+    - ``max_batch_size`` / ``max_wait_ms``: micro-batching (``max_batch_size=1`` turns it off).
+    - ``request_timeout_s``: a request not answered in time gets 504.
+    - ``max_body_bytes``: larger bodies get 413 (512 KiB by default: a 1 MB state is refused).
+    - ``api_key``: when set, ``/v1/*`` needs ``Authorization: Bearer <key>`` (401 otherwise).
+    - ``max_queue``: requests allowed to wait for the model; beyond it 503 with ``Retry-After``.
+
+    Example:
+        >>> ServerSettings(max_batch_size=1).max_batch_size
+        1
+    """
+
+    served_name: str | None = None
+    aliases: tuple[str, ...] = DEFAULT_ALIASES
+    description: str = "clef_agents local decision model (one prefill pass, no generation)"
+    max_batch_size: int = 16
+    max_wait_ms: float = 5.0
+    request_timeout_s: float = 30.0
+    max_body_bytes: int = 512 * 1024
+    api_key: str | None = None
+    max_queue: int = 1024
+
+
+class _ServerState:
+    """What the routes share: the model once loaded, the batcher, the settings."""
+
+    def __init__(self, settings: ServerSettings, answer: AnswerFunction | None) -> None:
+        self.settings = settings
+        self.model: BaseDecisionModel | None = None
+        self.batcher: MicroBatcher | None = None
+        self.answer_fn = answer
+        self.load_error: str | None = None
+        self.loaded_on: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.model is not None and (self.answer_fn is not None or self.batcher is not None)
+
+    @property
+    def served_name(self) -> str:
+        if self.settings.served_name:
+            return self.settings.served_name
+        return self.model.model if self.model is not None else "clef"
+
+    async def attach(self, model: BaseDecisionModel) -> None:
+        if self.answer_fn is None:
+            self.batcher = MicroBatcher(
+                model,
+                max_batch_size=self.settings.max_batch_size,
+                max_wait_s=self.settings.max_wait_ms / 1000,
+                max_queue=self.settings.max_queue,
+            )
+            await self.batcher.start()
+        self.model = model
+        self.loaded_on = date.today().isoformat()
+        logger.info("model %r ready (served as %r)", model.model, self.served_name)
+
+    async def answer(self, request: ClassifierRequest) -> ClassifierResponse:
+        if self.answer_fn is not None:
+            return await self.answer_fn(request)
+        assert self.batcher is not None
+        return await self.batcher.submit_nowait(request)
+
+
+# --------------------------------------------------------------------------- error bodies
+
+
+def error_response(status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """A non-validation error in the System One shape: ``{"detail": {"error_type", "message"}}``.
+
+    Example:
+        >>> error_response(404, "not_found_error", "no model 'x'").status_code
+        404
+    """
+    return JSONResponse({"detail": {"error_type": error_type, "message": message}}, status_code=status, headers=dict(headers or {}))
+
+
+def validation_response(error: wire.InvalidRequestError) -> JSONResponse:
+    """A 422 whose ``detail[]`` is FastAPI-shaped: each ``loc`` starts with ``"body"``.
+
+    Example:
+        >>> validation_response(wire.InvalidRequestError([{"loc": ["state"], "msg": "field required", "type": "missing"}])).body
+        b'{"detail":[{"loc":["body","state"],"msg":"field required","type":"missing"}]}'
+    """
+    detail = [{**e, "loc": e["loc"] if e["loc"][:1] == ["body"] else ["body", *e["loc"]]} for e in error.errors]
+    return JSONResponse({"detail": detail}, status_code=422)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise _BodyTooLarge(int(declared))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise wire.InvalidRequestError([{"loc": ["body"], "msg": f"the body is not UTF-8: {exc.reason}", "type": "json_invalid"}]) from None
+    except json.JSONDecodeError as exc:
+        raise wire.InvalidRequestError(
+            [{"loc": ["body", exc.pos], "msg": f"the body is not valid JSON: {exc.msg}", "type": "json_invalid"}]
+        ) from None
+    except RecursionError:
+        raise wire.InvalidRequestError([{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]) from None
+
+
+# --------------------------------------------------------------------------- routes
+
+
+def _state(request: Request) -> _ServerState:
+    return request.app.state.server
+
+
+def _auth_failure(request: Request) -> JSONResponse | None:
+    key = _state(request).settings.api_key
+    if not key:
+        return None
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if not header:
+        return error_response(401, "authentication_error", "missing API key: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"})
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
+        return error_response(401, "authentication_error", "invalid API key", {"WWW-Authenticate": "Bearer"})
+    return None
+
+
+def _not_ready(server: _ServerState) -> JSONResponse:
+    message = f"the model failed to load: {server.load_error}" if server.load_error else "the model is still loading"
+    return error_response(503, "not_ready_error", message, {"Retry-After": "2"})
+
+
+async def systemone(request: Request) -> Response:
+    """``POST /v1/systemone``: validate, queue for the next batch, answer."""
+    server = _state(request)
+    if (failure := _auth_failure(request)) is not None:
+        return failure
+    if not server.ready:
+        return _not_ready(server)
+    try:
+        raw = await _read_body(request, server.settings.max_body_bytes)
+    except _BodyTooLarge as exc:
+        return error_response(413, "request_too_large", f"the body has at least {exc.args[0]} bytes; the limit is {server.settings.max_body_bytes}")
+    try:
+        parsed = wire.parse_request(_decode_json(raw))
+    except wire.InvalidRequestError as exc:
+        return validation_response(exc)
+    if parsed.model is not None and parsed.model not in (server.served_name, *server.settings.aliases):
+        allowed = ", ".join([server.served_name, *server.settings.aliases])
+        return error_response(404, "not_found_error", f"unknown model {parsed.model!r}; this server serves: {allowed}")
+    request.state.questions = len(parsed.questions)
+    return await _answer(server, {"state": parsed.state, "questions": parsed.questions})
+
+
+async def _answer(server: _ServerState, classifier_request: ClassifierRequest) -> Response:
+    timeout = server.settings.request_timeout_s
+    try:
+        response = await asyncio.wait_for(server.answer(classifier_request), timeout)
+    except wire.InvalidRequestError as exc:
+        return validation_response(exc)
+    except QueueFullError as exc:
+        return error_response(503, "overloaded_error", f"the server is busy: {exc}", {"Retry-After": "1"})
+    except asyncio.TimeoutError:
+        return error_response(504, "timeout_error", f"no answer within the request time limit of {timeout:g} s")
+    except Exception:  # noqa: BLE001 — logged; the client gets a generic 500
+        logger.exception("the model failed on a valid request")
+        return error_response(500, "api_error", "the model failed on this request; see the server log")
+    body = wire.response_to_wire(response)
+    body["model"] = server.served_name
+    return JSONResponse(body)
+
+
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: the served model and its aliases."""
+    server = _state(request)
+    if (failure := _auth_failure(request)) is not None:
+        return failure
+    released = server.loaded_on or date.today().isoformat()
+    models = [{"name": server.served_name, "description": server.settings.description, "release_date": released}]
+    models += [
+        {"name": alias, "description": f"alias of {server.served_name}", "release_date": released}
+        for alias in server.settings.aliases
+        if alias != server.served_name
+    ]
+    return JSONResponse({"models": models})
+
+
+async def healthz(request: Request) -> Response:
+    """``GET /healthz``: 200 while the process serves HTTP."""
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    """``GET /readyz``: 200 once the model is loaded, 503 before (or if loading failed)."""
+    server = _state(request)
+    if not server.ready:
+        return _not_ready(server)
+    return JSONResponse({"status": "ready", "model": server.served_name})
+
+
+async def stats(request: Request) -> Response:
+    """``GET /v1/stats``: micro-batching counters (batches, mean size, histogram, queue depth)."""
+    server = _state(request)
+    if (failure := _auth_failure(request)) is not None:
+        return failure
+    return JSONResponse(server.batcher.stats() if server.batcher is not None else {"batches": None})
+
+
+async def openapi(request: Request) -> Response:
+    """``GET /openapi.json``: the OpenAPI 3.1 document of this server."""
+    return JSONResponse(openapi_document(bearer=bool(_state(request).settings.api_key)))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = {404: "not_found_error", 405: "method_not_allowed_error"}.get(exc.status_code, "invalid_request_error")
+    return error_response(exc.status_code, kind, f"{request.method} {request.url.path}: {exc.detail}", exc.headers)
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "api_error", "internal server error; see the server log")
+
+
+# --------------------------------------------------------------------------- access log
+
+
+class AccessLogMiddleware:
+    """Log one JSON line per HTTP request on ``clef_agents.serve.access`` and set ``X-Request-ID``.
+
+    Fields: ``method``, ``path``, ``status``, ``ms``, ``client``, ``request_id`` and, for answered
+    requests, ``questions``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = dict(scope.get("headers") or [])
+        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:128] or uuid.uuid4().hex
+        scope.setdefault("state", {})
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode("latin-1"))]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            record = {
+                "event": "access",
+                "method": scope.get("method"),
+                "path": scope.get("path"),
+                "status": status,
+                "ms": round((time.perf_counter() - started) * 1000, 2),
+                "client": (scope.get("client") or ("", 0))[0],
+                "request_id": request_id,
+            }
+            questions = scope["state"].get("questions")
+            if questions is not None:
+                record["questions"] = questions
+            access_logger.info(json.dumps(record))
+
+
+# --------------------------------------------------------------------------- app
+
+
+def create_app(
+    model: BaseDecisionModel | None = None,
+    *,
+    loader: ModelLoader | None = None,
+    settings: ServerSettings | None = None,
+    answer: AnswerFunction | None = None,
+) -> ASGIApp:
+    """Build the ASGI app for a model (or a ``loader`` run in the background at startup).
+
+    ``answer`` replaces the built-in micro-batcher with another coroutine (``request -> response``).
+    While a ``loader`` runs, ``/readyz`` and ``/v1/systemone`` answer 503.
+
+    Example:
+        >>> from clef_agents.testing import FakeDecisionModel
+        >>> app = create_app(FakeDecisionModel(), settings=ServerSettings(max_batch_size=8, api_key="k"))
+    """
+    if (model is None) == (loader is None):
+        raise ValueError("pass exactly one of model= or loader=")
+    server = _ServerState(settings or ServerSettings(), answer)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loading: asyncio.Task[None] | None = None
+        if model is not None:
+            await server.attach(model)
+        else:
+            loading = asyncio.get_running_loop().create_task(_load_in_background(server, loader))
+        try:
+            yield
+        finally:
+            if loading is not None:
+                loading.cancel()
+            if server.batcher is not None:
+                await server.batcher.stop()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/systemone", systemone, methods=["POST"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            Route("/v1/stats", stats, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        lifespan=lifespan,
+    )
+    app.state.server = server
+    return AccessLogMiddleware(app)
+
+
+async def _load_in_background(server: _ServerState, loader: ModelLoader | None) -> None:
+    assert loader is not None
+    try:
+        model = await asyncio.to_thread(loader)
+    except Exception as exc:  # noqa: BLE001 — reported by /readyz
+        server.load_error = f"{type(exc).__name__}: {exc}"
+        logger.exception("the model failed to load")
+        return
+    await server.attach(model)

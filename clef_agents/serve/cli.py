@@ -1,0 +1,106 @@
+"""``clef-agents serve``: run the System One server (uvicorn), or a Ray Serve deployment (``--ray``).
+
+Example:
+    $ clef-agents serve --host 127.0.0.1 --port 8000 --model mini --max-batch-size 16 --max-wait-ms 5
+    $ clef-agents serve --ray --replicas 2 --model mini --port 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+API_KEY_ENV = "CLEF_API_KEY"
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` subcommand."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve a decision model over HTTP (System One: POST /v1/systemone)",
+        description="Serve a decision model over HTTP with micro-batching. System One wire format (POST /v1/systemone).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--model", default="mini", help="'mini', a checkpoint folder, 'backbone:NAME' (untrained head) or 'fake' (default mini)")
+    parser.add_argument("--model-name", default=None, help="name to serve the model as (default: the model's own name)")
+    parser.add_argument("--alias", action="append", default=None, help="extra accepted model name (repeatable; default jev-latest)")
+    parser.add_argument("--max-batch-size", type=int, default=16, help="most requests per forward pass; 1 turns batching off (default 16)")
+    parser.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)")
+    parser.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)")
+    parser.add_argument("--max-body-bytes", type=int, default=512 * 1024, help="larger bodies get 413 (default 524288)")
+    parser.add_argument("--max-queue", type=int, default=1024, help="requests allowed to wait; beyond it 503 (default 1024)")
+    parser.add_argument("--api-key", default=None, help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV} if set, else no auth)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
+    ray.add_argument("--ray", action="store_true", help="deploy on Ray Serve instead of a single uvicorn process")
+    ray.add_argument("--replicas", type=int, default=2, help="Ray Serve replicas (default 2)")
+    ray.add_argument("--gpus-per-replica", type=float, default=0.0, help="GPUs reserved per replica (default 0)")
+    ray.add_argument("--cpus-per-replica", type=float, default=1.0, help="CPUs reserved per replica (default 1)")
+    ray.add_argument("--ray-address", default=None, help="Ray cluster to join ('auto' for a running cluster; default: start a local one)")
+    parser.set_defaults(func=run)
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """``ServerSettings`` from parsed ``serve`` arguments."""
+    from clef_agents.serve.app import DEFAULT_ALIASES, ServerSettings
+
+    return ServerSettings(
+        served_name=args.model_name,
+        aliases=tuple(args.alias) if args.alias else DEFAULT_ALIASES,
+        max_batch_size=args.max_batch_size,
+        max_wait_ms=args.max_wait_ms,
+        request_timeout_s=args.request_timeout,
+        max_body_bytes=args.max_body_bytes,
+        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        max_queue=args.max_queue,
+    )
+
+
+def configure_logging(level: str) -> None:
+    """Plain message lines on stderr: the access log lines are already JSON."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger("clef_agents")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the server and block until interrupted."""
+    if args.max_batch_size < 1:
+        raise ValueError(f"--max-batch-size must be at least 1, got {args.max_batch_size}")
+    settings = settings_from_args(args)
+    configure_logging(args.log_level)
+    if args.ray:
+        from clef_agents.serve.ray_app import serve_forever
+
+        return serve_forever(
+            args.model,
+            settings,
+            host=args.host,
+            port=args.port,
+            replicas=args.replicas,
+            gpus_per_replica=args.gpus_per_replica,
+            cpus_per_replica=args.cpus_per_replica,
+            address=args.ray_address,
+        )
+    import uvicorn
+
+    from clef_agents.serve.app import create_app
+    from clef_agents.serve.models import load_model
+
+    app = create_app(loader=lambda: load_model(args.model), settings=settings)
+    uvicorn.run(app, host=args.host, port=args.port, access_log=False, log_level=args.log_level, timeout_keep_alive=30)
+    return 0
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m clef_agents.serve.cli")
+    register(_parser.add_subparsers(dest="command"))
+    _args = _parser.parse_args(["serve", *sys.argv[1:]])
+    sys.exit(_args.func(_args))
