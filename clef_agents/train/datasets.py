@@ -1,0 +1,639 @@
+"""Converters from the shared data sets to decision records (see ``records``).
+
+Every set gets a written instruction (with paraphrases, used by ``augment``) and written option
+descriptions, so a record reads like a request a user would send. Splits are ``train``, ``valid``
+and ``test``; a set without a valid file gets a deterministic ~10% ``valid`` carved out of its
+train file by a stable hash of the text, and ``train`` then excludes those rows. Test rows never
+reach train or valid.
+
+The data root is ``$CLEF_AGENTS_DATA``, else the first existing ``shared/data`` beside or inside
+the repository (or the working directory).
+
+Example:
+    >>> records = load_records("banking77", "train", limit=2)  # doctest: +SKIP
+    >>> records[0]["questions"]["intent"]["type"], records[0]["meta"]["split"]  # doctest: +SKIP
+    ('choice', 'train')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+DATA_ENV = "CLEF_AGENTS_DATA"
+SPLITS = ("train", "valid", "test")
+VALID_SHARE = 10
+"""A carved valid split keeps rows whose text hash is 0 modulo this number (~10%)."""
+
+_DESCRIPTIONS = Path(__file__).with_name("descriptions")
+_HASH_SALT = b"clef-agents/valid-carve/v1:"
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How one shared data set becomes decision records.
+
+    ``instructions`` are paraphrases of the question (the first is the canonical one); they may
+    hold ``{slots}`` filled per row (e.g. the hypothesis of an inference pair). ``criteria`` is
+    the choice's option → description map, the score's level list or the noul's true/false
+    descriptions; ``row_criteria`` replaces it when options differ per row (COPA).
+    """
+
+    name: str
+    folder: str
+    kind: str
+    question_id: str
+    licence: str
+    attribution: str
+    instructions: tuple[str, ...]
+    criteria: Any
+    label_map: Mapping[str, Any]
+    state_key: str = "text"
+    slots: Callable[[Row], dict[str, str]] | None = None
+    row_criteria: Callable[[Row], Any] | None = None
+    extra_meta: tuple[str, ...] = ()
+    hash_keys: tuple[str, ...] = ("text",)
+    tags: tuple[str, ...] = field(default=())
+
+    def instruction_variants(self, row_slots: Mapping[str, str] | None = None) -> list[str]:
+        """Every paraphrase of this set's instruction, filled with a row's slots.
+
+        Example:
+            >>> DATASETS["rte"].instruction_variants({"hypothesis": "It rained."})[0]
+            'Based only on the text, is this true: "It rained."?'
+        """
+        return [template.format(**(row_slots or {})) for template in self.instructions]
+
+
+# --------------------------------------------------------------------------- data root
+
+
+def repo_root() -> Path:
+    """The folder that holds the ``clef_agents`` package (the repository root in a checkout)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def data_root() -> Path:
+    """The shared data folder: ``$CLEF_AGENTS_DATA``, else the first existing candidate.
+
+    Raises ``FileNotFoundError`` listing every path tried.
+
+    Example:
+        >>> data_root().name  # doctest: +SKIP
+        'data'
+    """
+    env = os.environ.get(DATA_ENV)
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"${DATA_ENV} points to {path}, which is not a folder")
+        return path
+    tried = _root_candidates()
+    for path in tried:
+        if path.is_dir():
+            return path
+    raise FileNotFoundError(
+        "no shared data folder found; set $" + DATA_ENV + " or place it at one of: " + ", ".join(str(p) for p in tried)
+    )
+
+
+def _root_candidates() -> list[Path]:
+    candidates = []
+    for base in (repo_root(), Path.cwd()):
+        candidates += [base.parent / "shared" / "data", base / "shared" / "data"]
+    unique: list[Path] = []
+    for path in candidates:
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+# --------------------------------------------------------------------------- descriptions
+
+
+@lru_cache(maxsize=None)
+def _description_file(name: str) -> dict[str, Any]:
+    with open(_DESCRIPTIONS / f"{name}.json", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _intent_spec(name: str, licence: str, attribution: str) -> DatasetSpec:
+    table = _description_file(name)
+    rename = table.get("rename", {})
+    options = table["options"]
+    label_map = {raw: rename.get(raw, raw) for raw in [*rename, *options] if rename.get(raw, raw) in options}
+    return DatasetSpec(
+        name=name,
+        folder=name,
+        kind="choice",
+        question_id=table["question_id"],
+        licence=licence,
+        attribution=attribution,
+        instructions=tuple(table["instructions"]),
+        criteria=dict(options),
+        label_map=label_map,
+        tags=("intent",),
+    )
+
+
+# --------------------------------------------------------------------------- NLI helpers
+
+
+def _as_question(text: str) -> str:
+    text = " ".join(text.split()).rstrip(" .")
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith("?") else text + "?"
+
+
+def _hypothesis_slot(row: Row) -> dict[str, str]:
+    return {"hypothesis": " ".join(str(row["hypothesis"]).split()).rstrip(" .")}
+
+
+def _question_slot(row: Row) -> dict[str, str]:
+    return {"question": _as_question(str(row["hypothesis"]))}
+
+
+_ENTAILMENT_INSTRUCTIONS = (
+    'Based only on the text, is this true: "{hypothesis}"?',
+    'Does the text show that the following holds: "{hypothesis}"?',
+    'Given only what the text says, does it follow that "{hypothesis}"?',
+    'Is the statement "{hypothesis}" supported by the text?',
+)
+_ENTAILMENT_CRITERIA = {
+    "true": "The text makes the statement true.",
+    "false": "The text contradicts the statement or does not settle whether it is true.",
+}
+
+
+def _entailment_spec(name: str, positive: str, negatives: tuple[str, ...], licence: str, attribution: str) -> DatasetSpec:
+    return DatasetSpec(
+        name=name,
+        folder=f"nli/{name}",
+        kind="noul",
+        question_id="holds",
+        licence=licence,
+        attribution=attribution,
+        instructions=_ENTAILMENT_INSTRUCTIONS,
+        criteria=_ENTAILMENT_CRITERIA,
+        label_map={positive: True, **{label: False for label in negatives}},
+        state_key="premise",
+        slots=_hypothesis_slot,
+        hash_keys=("premise", "hypothesis"),
+        tags=("nli",),
+    )
+
+
+_COPA_INSTRUCTIONS = (
+    "Which of these is more likely the {relation} of what the text describes?",
+    "What is the more plausible {relation} of the situation in the text?",
+    "Pick the alternative that is the likelier {relation} of what the text says happened.",
+)
+
+
+def _copa_slots(row: Row) -> dict[str, str]:
+    return {"relation": "cause" if row.get("question_type") == "cause" else "effect"}
+
+
+def _copa_criteria(row: Row) -> dict[str, str]:
+    first, second = row["options"]
+    return {"choice1": first, "choice2": second}
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _build_specs() -> dict[str, DatasetSpec]:
+    specs = [
+        _intent_spec(
+            "banking77",
+            "CC BY 4.0",
+            "BANKING77 — Casanueva et al. 2020, Efficient Intent Detection with Dual Sentence Encoders (PolyAI), CC BY 4.0",
+        ),
+        _intent_spec(
+            "clinc150",
+            "CC BY 3.0",
+            "CLINC150 — Larson et al. 2019, An Evaluation Dataset for Intent Classification and Out-of-Scope Prediction, CC BY 3.0",
+        ),
+        _intent_spec(
+            "hwu64",
+            "CC BY 4.0",
+            "HWU64 — Liu, Eshghi, Swietojanski, Rieser 2019, Benchmarking Natural Language Understanding Services for building Conversational Agents, CC BY 4.0",
+        ),
+        DatasetSpec(
+            name="sms_spam",
+            folder="sms_spam",
+            kind="noul",
+            question_id="spam",
+            licence="no licence in the mirror; UCI lists CC BY 4.0; cite the authors",
+            attribution="SMS Spam Collection — Almeida, Gómez Hidalgo, Yamakami 2011, Contributions to the Study of SMS Spam Filtering (UCI: CC BY 4.0)",
+            instructions=(
+                "Is this SMS message spam?",
+                "Is this text message unsolicited spam rather than a personal message?",
+                "Would a spam filter be right to block this SMS?",
+                "Is this SMS an unwanted commercial, prize or scam message?",
+            ),
+            criteria={
+                "true": "Unsolicited bulk message: advertising, prizes, premium-rate numbers, subscriptions or scams.",
+                "false": "An ordinary personal or expected message.",
+            },
+            label_map={"spam": True, "ham": False},
+        ),
+        DatasetSpec(
+            name="youtube_spam",
+            folder="youtube_spam",
+            kind="noul",
+            question_id="spam",
+            licence="no licence in the repository; UCI lists CC BY 4.0; cite the authors",
+            attribution="YouTube Spam Collection — Alberto, Lochter, Almeida 2015, TubeSpam: Comment Spam Filtering on YouTube (UCI: CC BY 4.0)",
+            instructions=(
+                "Is this YouTube comment spam?",
+                "Is this video comment self-promotion or spam rather than a genuine reaction?",
+                "Should this YouTube comment be filtered out as spam?",
+                "Does this comment advertise a channel, link or offer instead of talking about the video?",
+            ),
+            criteria={
+                "true": "Spam: promotes a channel, a link, a product or a scheme, or asks people to subscribe or click.",
+                "false": "A genuine comment about the video or the music.",
+            },
+            label_map={"spam": True, "ham": False},
+            extra_meta=("video",),
+        ),
+        DatasetSpec(
+            name="hate_offensive",
+            folder="hate_offensive",
+            kind="choice",
+            question_id="toxicity",
+            licence="MIT",
+            attribution="Hate Speech and Offensive Language — Davidson, Warmsley, Macy, Weber 2017, ICWSM (MIT)",
+            instructions=(
+                "Is this tweet hate speech, offensive language, or neither?",
+                "How toxic is the language of this post?",
+                "Classify this social media post as hate speech, merely offensive, or neither.",
+                "Does this tweet attack a group (hate speech), just use offensive language, or neither?",
+            ),
+            criteria={
+                "hate_speech": "Hate speech: attacks, demeans or threatens people because of a group they belong to, such as race, religion, gender or sexuality.",
+                "offensive_language": "Offensive language: vulgar, insulting or crude wording that does not target a group with hatred.",
+                "neither": "Neither: not hateful and not offensive.",
+            },
+            label_map={"hate_speech": "hate_speech", "offensive_language": "offensive_language", "neither": "neither"},
+            extra_meta=("votes",),
+        ),
+        DatasetSpec(
+            name="sst5",
+            folder="sst5",
+            kind="score",
+            question_id="sentiment",
+            licence="none stated for the data (research use; MIT covers the mirror's code only)",
+            attribution="Stanford Sentiment Treebank (SST-5) — Socher et al. 2013; no licence stated for the data",
+            instructions=(
+                "How positive is the sentiment of this movie review sentence?",
+                "Rate the reviewer's opinion of the film expressed in this sentence.",
+                "How much does this review snippet like the movie?",
+                "Score the sentiment of this sentence from very negative to very positive.",
+            ),
+            criteria=[
+                "Very negative: strongly dislikes the film or calls it bad.",
+                "Negative: mostly critical, with a mild or mixed tone.",
+                "Neutral: neither positive nor negative, or balanced.",
+                "Positive: mostly favourable.",
+                "Very positive: enthusiastic praise.",
+            ],
+            label_map={str(level): level for level in range(5)},
+        ),
+        DatasetSpec(
+            name="bfcl_relevance",
+            folder="bfcl_relevance",
+            kind="noul",
+            question_id="call_tool",
+            licence="Apache-2.0",
+            attribution="Berkeley Function Calling Leaderboard — Patil, Zhang, Wang, Gonzalez 2023, Gorilla (Apache-2.0)",
+            instructions=(
+                "Should one of the listed tools be called to handle the user's request?",
+                "Can the user's last request be served by calling one of the available tools?",
+                "Is any of the available tools relevant enough to call for this conversation?",
+                "Would an assistant with these tools make a tool call in reply to the user?",
+            ),
+            criteria={
+                "true": "One of the listed tools fits the request and should be called.",
+                "false": "None of the listed tools fits the request; answer without a tool call.",
+            },
+            label_map={"call": True, "no_call": False},
+            extra_meta=("category", "id"),
+        ),
+        DatasetSpec(
+            name="when2call",
+            folder="when2call",
+            kind="choice",
+            question_id="action",
+            licence="Apache-2.0",
+            attribution="When2Call — Ross, Mahabaleshwarkar, Suhara 2025, When2Call: When (not) to Call Tools, NAACL (Apache-2.0); tools from BFCL v2 Live",
+            instructions=(
+                "Given the available tools, how should the assistant respond to the user?",
+                "Should the assistant call a tool, ask the user for missing information, or say it cannot help?",
+                "What is the right next move for a tool-using assistant in this conversation?",
+                "Decide whether to call a tool now, ask a follow-up question, or decline.",
+            ),
+            criteria={
+                "tool_call": "Call one of the tools now: it fits the request and every required argument is known.",
+                "request_for_info": "Ask the user a follow-up question: a tool fits, but required information is missing.",
+                "cannot_answer": "Say it cannot be done: none of the tools can serve the request.",
+            },
+            label_map={"tool_call": "tool_call", "request_for_info": "request_for_info", "cannot_answer": "cannot_answer"},
+            extra_meta=("source_id",),
+        ),
+        _entailment_spec(
+            "rte", "entailment", ("not_entailment",), "none stated (GLUE/SuperGLUE research use)",
+            "RTE — Dagan et al. 2005; Bar-Haim et al. 2006; Giampiccolo et al. 2007; Bentivogli et al. 2009; via SuperGLUE (Wang et al. 2019)",
+        ),
+        _entailment_spec(
+            "mnli_taxinli", "entailment", ("neutral", "contradiction"), "C-UDA 1.0; MultiNLI text OANC / CC BY-SA",
+            "TaxiNLI — Joshi et al. 2020; MultiNLI — Williams et al. 2018 (C-UDA 1.0; text OANC / CC BY-SA)",
+        ),
+        _entailment_spec(
+            "snli_esnli", "entailment", ("neutral", "contradiction"), "CC BY-SA 4.0 (SNLI); e-SNLI repository MIT",
+            "SNLI — Bowman et al. 2015 (CC BY-SA 4.0), via e-SNLI — Camburu et al. 2018",
+        ),
+        _entailment_spec(
+            "scitail", "entails", ("neutral",), "Apache-2.0",
+            "SciTail — Khot, Sabharwal, Clark 2018 (Apache-2.0)",
+        ),
+        _entailment_spec(
+            "conjnli", "entailment", ("neutral", "contradiction"), "MIT",
+            "ConjNLI — Saha, Nie, Bansal 2020 (MIT)",
+        ),
+        _entailment_spec(
+            "dnc_recast", "entailed", ("not_entailed",), "MIT (MegaVeridicality) / VerbNet 3.0 licence",
+            "DNC — Poliak et al. 2018; MegaVeridicality — White & Rawlins 2018; VerbNet",
+        ),
+        _entailment_spec(
+            "tracie", "entailment", ("contradiction",), "Apache-2.0",
+            "TRACIE — Zhou et al. 2021, Temporal Reasoning on Implicit Events from Distant Supervision (Apache-2.0)",
+        ),
+        DatasetSpec(
+            name="boolq",
+            folder="nli/boolq",
+            kind="noul",
+            question_id="holds",
+            licence="CC BY-SA 3.0",
+            attribution="BoolQ — Clark et al. 2019 (CC BY-SA 3.0), via SuperGLUE / FewGLUE",
+            instructions=(
+                'Does the text say yes to this question: "{question}"',
+                'According to the text, is the answer to "{question}" yes?',
+                'Based only on the passage, would you answer yes to: "{question}"',
+            ),
+            criteria={"true": "The passage supports answering yes.", "false": "The passage supports answering no."},
+            label_map={"yes": True, "no": False},
+            state_key="premise",
+            slots=_question_slot,
+            hash_keys=("premise", "hypothesis"),
+            tags=("nli",),
+        ),
+        DatasetSpec(
+            name="qnli",
+            folder="nli/qnli",
+            kind="noul",
+            question_id="holds",
+            licence="CC BY-SA 4.0 (from SQuAD v1.1)",
+            attribution="QNLI — Wang et al. 2018 (GLUE), from SQuAD — Rajpurkar et al. 2016 (CC BY-SA 4.0)",
+            instructions=(
+                'Does the text answer this question: "{question}"',
+                'Does the text contain the answer to "{question}"',
+                'Can "{question}" be answered from this text alone?',
+            ),
+            criteria={"true": "The text contains the answer.", "false": "The text does not answer the question."},
+            label_map={"entailment": True, "not_entailment": False},
+            state_key="premise",
+            slots=_question_slot,
+            hash_keys=("premise", "hypothesis"),
+            tags=("nli",),
+        ),
+        DatasetSpec(
+            name="pubmedqa",
+            folder="nli/pubmedqa",
+            kind="choice",
+            question_id="answer",
+            licence="MIT",
+            attribution="PubMedQA — Jin et al. 2019 (MIT)",
+            instructions=(
+                'What does this abstract answer to the question: "{question}"',
+                'Based on the findings in the text, is the answer to "{question}" yes, no or maybe?',
+                'How does the research summarised here answer "{question}"',
+            ),
+            criteria={
+                "yes": "The findings answer the question with yes.",
+                "no": "The findings answer the question with no.",
+                "maybe": "The findings are mixed or inconclusive, so the answer is maybe.",
+            },
+            label_map={"yes": "yes", "no": "no", "maybe": "maybe"},
+            state_key="premise",
+            slots=_question_slot,
+            hash_keys=("premise", "hypothesis"),
+            tags=("nli",),
+        ),
+        DatasetSpec(
+            name="copa",
+            folder="nli/copa",
+            kind="choice",
+            question_id="alternative",
+            licence="BSD-2-Clause",
+            attribution="COPA — Roemmele, Bejan, Gordon 2011 (BSD-2-Clause), via SuperGLUE / FewGLUE",
+            instructions=_COPA_INSTRUCTIONS,
+            criteria=None,
+            label_map={"choice1": "choice1", "choice2": "choice2"},
+            state_key="premise",
+            slots=_copa_slots,
+            row_criteria=_copa_criteria,
+            hash_keys=("premise", "hypothesis"),
+            tags=("nli",),
+        ),
+    ]
+    return {spec.name: spec for spec in specs}
+
+
+DATASETS: dict[str, DatasetSpec] = _build_specs()
+"""Every shared data set by name."""
+
+
+# --------------------------------------------------------------------------- splits and loading
+
+
+def _spec(name: str) -> DatasetSpec:
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    return DATASETS[name]
+
+
+def _file(spec: DatasetSpec, split: str) -> Path:
+    return data_root() / spec.folder / f"{split}.jsonl"
+
+
+def available_splits(name: str) -> list[str]:
+    """The splits ``load_records`` serves for a set (a carved ``valid`` counts when train exists).
+
+    Example:
+        >>> available_splits("banking77")  # doctest: +SKIP
+        ['train', 'valid', 'test']
+    """
+    spec = _spec(name)
+    present = {split for split in SPLITS if _file(spec, split).is_file()}
+    if "train" in present:
+        present.add("valid")
+    return [split for split in SPLITS if split in present]
+
+
+def has_carved_valid(name: str) -> bool:
+    """True when the set's ``valid`` split is carved out of its train file.
+
+    Example:
+        >>> has_carved_valid("clinc150")  # doctest: +SKIP
+        False
+    """
+    spec = _spec(name)
+    return not _file(spec, "valid").is_file() and _file(spec, "train").is_file()
+
+
+def in_carved_valid(key: str) -> bool:
+    """Whether a row with this hash key falls in a carved valid split (stable across runs and machines).
+
+    Example:
+        >>> in_carved_valid("hello") == in_carved_valid("hello")
+        True
+    """
+    digest = hashlib.blake2b(_HASH_SALT + key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % VALID_SHARE == 0
+
+
+def _row_key(spec: DatasetSpec, row: Row) -> str:
+    return "\x1f".join(str(row.get(key, "")) for key in spec.hash_keys)
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def load_rows(name: str, split: str) -> list[tuple[int, dict[str, Any]]]:
+    """The raw rows of a split as ``(line index in the source file, row)`` pairs.
+
+    Example:
+        >>> load_rows("sms_spam", "valid")[0][1]["label"]  # doctest: +SKIP
+        'ham'
+    """
+    spec = _spec(name)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; allowed: {', '.join(SPLITS)}")
+    if split not in available_splits(name):
+        raise ValueError(f"{name} has no {split!r} split; available: {', '.join(available_splits(name))}")
+    carved = has_carved_valid(name) and split in ("train", "valid")
+    path = _file(spec, "train" if carved else split)
+    rows = list(enumerate(_read_rows(path)))
+    if not carved:
+        return rows
+    want_valid = split == "valid"
+    return [(i, row) for i, row in rows if in_carved_valid(_row_key(spec, row)) == want_valid]
+
+
+def load_records(name: str, split: str, limit: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """Decision records for one split of one set.
+
+    With ``limit``, a seeded random sample of that many rows (kept in file order).
+
+    Example:
+        >>> r = load_records("sms_spam", "test", limit=1)[0]  # doctest: +SKIP
+        >>> sorted(r), r["questions"]["spam"]["type"]  # doctest: +SKIP
+        (['labels', 'meta', 'questions', 'state'], 'noul')
+    """
+    spec = _spec(name)
+    rows = load_rows(name, split)
+    if limit is not None and limit < len(rows):
+        chosen = sorted(random.Random(seed).sample(range(len(rows)), max(0, limit)))
+        rows = [rows[i] for i in chosen]
+    return [row_to_record(spec, row, split, index) for index, row in rows]
+
+
+def row_to_record(spec: DatasetSpec, row: Row, split: str, index: int | None = None) -> dict[str, Any]:
+    """One source row as a decision record of ``spec``.
+
+    Example:
+        >>> rec = row_to_record(DATASETS["sms_spam"], {"text": "WIN cash now", "label": "spam"}, "train")
+        >>> rec["labels"]
+        {'spam': True}
+    """
+    raw_label = row["label"]
+    if raw_label not in spec.label_map:
+        raise ValueError(f"{spec.name}: label {raw_label!r} is not known; allowed: {', '.join(map(str, spec.label_map))}")
+    slots = spec.slots(row) if spec.slots else {}
+    meta: dict[str, Any] = {"dataset": spec.name, "split": split, "source": "dataset"}
+    if index is not None:
+        meta["row"] = index
+    if slots:
+        meta["slots"] = slots
+    for key in spec.extra_meta:
+        if key in row:
+            meta[key] = row[key]
+    return {
+        "state": row[spec.state_key],
+        "questions": {spec.question_id: _question(spec, row, slots)},
+        "labels": {spec.question_id: spec.label_map[raw_label]},
+        "meta": meta,
+    }
+
+
+def _question(spec: DatasetSpec, row: Row, slots: Mapping[str, str]) -> dict[str, Any]:
+    instruction = spec.instruction_variants(slots)[0]
+    criteria = spec.row_criteria(row) if spec.row_criteria else spec.criteria
+    question: dict[str, Any] = {"type": spec.kind, "instructions": instruction}
+    if criteria is not None:
+        question["criteria"] = dict(criteria) if isinstance(criteria, Mapping) else list(criteria)
+    return question
+
+
+def instruction_variants(record: Mapping[str, Any]) -> list[str]:
+    """The instruction paraphrases for a record converted from a known set (empty otherwise).
+
+    The record's ``meta.dataset`` picks the set and ``meta.slots`` fills its templates.
+
+    Example:
+        >>> rec = row_to_record(DATASETS["sms_spam"], {"text": "WIN cash now", "label": "spam"}, "train")
+        >>> len(instruction_variants(rec)) >= 3
+        True
+    """
+    meta = record.get("meta") or {}
+    spec = DATASETS.get(meta.get("dataset", ""))
+    if spec is None:
+        return []
+    return spec.instruction_variants(meta.get("slots") or {})
+
+
+def describe(name: str) -> dict[str, Any]:
+    """A JSON-ready summary of one set: kind, question id, licence, attribution, splits, options.
+
+    Example:
+        >>> describe("sst5")["kind"]  # doctest: +SKIP
+        'score'
+    """
+    spec = _spec(name)
+    options: Any = spec.criteria
+    return {
+        "name": spec.name,
+        "kind": spec.kind,
+        "question_id": spec.question_id,
+        "licence": spec.licence,
+        "attribution": spec.attribution,
+        "splits": available_splits(name),
+        "carved_valid": has_carved_valid(name),
+        "instructions": list(spec.instructions),
+        "options": options,
+    }
