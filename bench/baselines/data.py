@@ -1,0 +1,152 @@
+"""Benchmark requests: the decision records the model sees, sampled with a seed.
+
+``load_split`` prefers ``clef_agents.train.datasets.load_records`` (the records training and
+evaluation use); if that module is not there it builds equivalent records from
+``/work/shared/data/<name>/<split>.jsonl`` with the instructions below.
+
+Example:
+    >>> items = sample_items("sms_spam", n=3, seed=0)  # doctest: +SKIP
+    >>> items[0].request["questions"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clef_agents import wire
+
+DATA_ROOT = Path(os.environ.get("CLEF_DATA", "/work/shared/data"))
+BENCH_DATASETS = ("banking77", "clinc150", "sms_spam", "sst5", "bfcl_relevance")
+SST5_LEVELS = ["very negative", "negative", "neutral", "positive", "very positive"]
+
+
+@dataclass
+class BenchItem:
+    """One request of a benchmark with its gold labels (qid → label)."""
+
+    request: dict[str, Any]
+    labels: dict[str, Any]
+    dataset: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def state_text(self) -> str:
+        return wire.state_text(self.request["state"])
+
+
+def records_source() -> str:
+    """Which loader produced the records: ``"clef_agents.train.datasets"`` or ``"jsonl-fallback"``."""
+    try:
+        from clef_agents.train.datasets import load_records  # noqa: F401
+    except ImportError:
+        return "jsonl-fallback"
+    return "clef_agents.train.datasets"
+
+
+def load_split(name: str, split: str) -> list[dict[str, Any]]:
+    """All decision records of ``name``/``split`` (``{"state", "questions", "labels", "meta"}``)."""
+    if records_source() == "clef_agents.train.datasets":
+        from clef_agents.train.datasets import load_records
+
+        return [_as_dict(r) for r in load_records(name, split)]
+    return fallback_records(name, split)
+
+
+def _as_dict(record: Any) -> dict[str, Any]:
+    if isinstance(record, dict):
+        return record
+    if hasattr(record, "model_dump"):
+        return record.model_dump()
+    return dict(vars(record))
+
+
+def sample_items(name: str, n: int, seed: int = 0, split: str = "test") -> list[BenchItem]:
+    """A seeded sample of ``n`` records (all of them when ``n`` is larger than the split)."""
+    records = load_split(name, split)
+    indices = sorted(random.Random(f"{seed}:{name}").sample(range(len(records)), min(n, len(records))))
+    return [to_item(records[i], name) for i in indices]
+
+
+def to_item(record: dict[str, Any], dataset: str) -> BenchItem:
+    """Wrap a decision record as a request (state + wire questions) and its labels."""
+    questions = wire.validate_questions(record["questions"])
+    request = {"state": record["state"], "questions": {qid: wire.question_to_wire(q) for qid, q in questions.items()}}
+    return BenchItem(request=request, labels=dict(record["labels"]), dataset=dataset, meta=dict(record.get("meta", {})))
+
+
+# --------------------------------------------------------------------------- fallback records
+
+
+def fallback_records(name: str, split: str) -> list[dict[str, Any]]:
+    """Records built straight from the staged JSONL (used only when the train loader is absent)."""
+    path = DATA_ROOT / name / f"{split}.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    labels = (DATA_ROOT / name / "labels.txt").read_text().split()
+    question = _fallback_question(name, labels)
+    return [
+        {
+            "state": row["text"],
+            "questions": {name: question},
+            "labels": {name: _fallback_label(name, row["label"])},
+            "meta": {"dataset": name, "split": split, "source": "jsonl-fallback"},
+        }
+        for row in rows
+    ]
+
+
+def _fallback_question(name: str, labels: list[str]) -> dict[str, Any]:
+    if name == "sms_spam":
+        return {"type": "noul", "instructions": "Is this SMS message spam?"}
+    if name == "bfcl_relevance":
+        return {"type": "noul", "instructions": "Should one of the available tools be called to answer the user?"}
+    if name == "sst5":
+        return {"type": "score", "instructions": "How positive is the sentiment of this movie review?", "criteria": SST5_LEVELS}
+    instructions = {
+        "banking77": "Which banking intent does the customer's message express?",
+        "clinc150": "Which intent does the user's request express? Pick oos if none fits.",
+    }[name]
+    return {"type": "choice", "instructions": instructions, "criteria": {label: label.replace("_", " ") for label in labels}}
+
+
+def _fallback_label(name: str, label: str) -> Any:
+    if name == "sms_spam":
+        return label == "spam"
+    if name == "bfcl_relevance":
+        return label == "call"
+    if name == "sst5":
+        return int(label)
+    return label
+
+
+# --------------------------------------------------------------------------- option texts
+
+
+def option_texts(question: wire.TextQuestion) -> list[str]:
+    """A short text per option (indexed like ``wire.option_names``) for similarity baselines.
+
+    Example:
+        >>> from langchain_core.decisions import Choice
+        >>> option_texts(Choice(instructions="Team?", criteria={"card_lost": None, "refund": "money back"}))
+        ['card lost', 'refund: money back']
+    """
+    if isinstance(question, wire.Choice):
+        return [_named(name, wire.content_text(desc)) for name, desc in question.criteria.items()]
+    if isinstance(question, wire.Score):
+        return [wire.content_text(desc) or str(i) for i, desc in enumerate(question.criteria)]
+    instructions = wire.content_text(question.instructions)
+    criteria = question.criteria
+    yes = wire.content_text(criteria.true) if criteria is not None and criteria.true is not None else instructions
+    no = wire.content_text(criteria.false) if criteria is not None and criteria.false is not None else f"No. Not the case: {instructions}"
+    return [yes, no]
+
+
+def _named(name: str, description: str) -> str:
+    readable = name.replace("_", " ").strip()
+    if not description or description.strip().lower() == readable.lower():
+        return readable
+    return f"{readable}: {description}"

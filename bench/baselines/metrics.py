@@ -1,0 +1,67 @@
+"""Accuracy, ECE (15 equal-width bins, DESIGN §7) and latency summaries.
+
+Example:
+    >>> round(expected_calibration_error([0.9, 0.6], [True, False]), 3)
+    0.35
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from clef_agents import wire
+
+ECE_BINS = 15
+
+
+def expected_calibration_error(confidences: Sequence[float], correct: Sequence[bool], bins: int = ECE_BINS) -> float:
+    """Σ_b (|b|/N)·|accuracy(b) − mean confidence(b)| over equal-width bins of [0, 1]."""
+    if not confidences:
+        return float("nan")
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]
+    for conf, ok in zip(confidences, correct):
+        b = min(int(conf * bins), bins - 1)
+        totals[b][0] += 1
+        totals[b][1] += conf
+        totals[b][2] += float(ok)
+    n = len(confidences)
+    return sum(count / n * abs(hits / count - conf_sum / count) for count, conf_sum, hits in totals if count)
+
+
+def calibration_point(question: wire.TextQuestion, probabilities: Sequence[float], label: Any) -> tuple[float, bool]:
+    """(confidence, outcome) for ECE: p(yes) and "gold is yes" for a noul, else top-label confidence
+    and "top label is gold"."""
+    gold = wire.label_index(question, label)
+    if isinstance(question, wire.Noul):
+        return float(probabilities[0]), gold == 0
+    best = max(range(len(probabilities)), key=lambda i: probabilities[i])
+    return float(probabilities[best]), best == gold
+
+
+def is_correct(question: wire.TextQuestion, probabilities: Sequence[float], label: Any) -> bool:
+    """Whether the decided label (argmax; for a noul p(yes) ≥ 0.5) equals the gold label."""
+    best = max(range(len(probabilities)), key=lambda i: probabilities[i])
+    return best == wire.label_index(question, label)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean in milliseconds."""
+    return {
+        "p50_ms": percentile(seconds, 50) * 1000,
+        "p95_ms": percentile(seconds, 95) * 1000,
+        "mean_ms": statistics.fmean(seconds) * 1000 if seconds else float("nan"),
+        "n": len(seconds),
+    }

@@ -1,0 +1,247 @@
+"""Issue 2 latency benchmark: warm single-request latency of the decision model vs the bare backbone.
+
+Cases (same state): (a) one noul, (b) three mixed questions, (c) one 77-option choice,
+(d) 8 questions × 10 options; each timed interleaved with the bare MiniLM forward over the same
+state in the same run (the floor). Then batched throughput at batch 32 vs the single-request rate.
+
+Run:   nice -n 10 .venv/bin/python bench/latency/run.py
+Writes bench/latency/results.json and bench/latency/results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from bench.baselines.metrics import latency_summary  # noqa: E402
+
+OUT_DIR = Path(__file__).resolve().parent
+STATE = (
+    "Hi, I ordered a replacement card two weeks ago after my old one was stolen, and it still has not "
+    "arrived. Meanwhile a payment of 49.99 EUR I never made showed up yesterday, and the exchange rate "
+    "on my last transfer looked wrong. Can you block the card, refund the payment and tell me when the "
+    "new card will come? I am travelling next week and need it."
+)
+BATCH_STATES = [
+    "My card payment was declined at the supermarket this morning.",
+    "How long does a transfer to Germany usually take?",
+    "I think someone used my card without permission.",
+    "What is the exchange rate for dollars today?",
+    "Can I change the PIN of my card in the app?",
+    "My top-up by bank transfer has not shown up yet.",
+    "Why was I charged a fee for withdrawing cash?",
+    "I would like to close my account, please.",
+]
+TARGETS = {"d_over_a_max": 1.5, "case_over_bare_max": 1.5, "batch32_speedup_min": 3.0}
+
+
+def banking_options() -> dict[str, str]:
+    """The 77 banking77 intents with their option descriptions (as training and eval use them)."""
+    from clef_agents.train.datasets import load_records
+
+    return dict(load_records("banking77", "test", limit=1)[0]["questions"]["intent"]["criteria"])
+
+
+def build_cases() -> dict[str, dict[str, Any]]:
+    """The four request schemas of issue 2, keyed by case name."""
+    noul = {"type": "noul", "instructions": "Does the customer report fraud on their card?"}
+    mixed = {
+        "fraud": noul,
+        "team": {
+            "type": "choice",
+            "instructions": "Which team should handle this?",
+            "criteria": {"cards": "card delivery, blocking and PINs", "payments": "charges and refunds",
+                         "fx": "exchange rates and transfers", "other": "anything else"},
+        },
+        "urgency": {"type": "score", "instructions": "How urgent is this?",
+                    "criteria": ["can wait", "this week", "today", "within the hour", "right now"]},
+    }
+    many = {
+        f"q{i}": {
+            "type": "choice",
+            "instructions": f"Aspect {i}: which of these best describes the message?",
+            "criteria": {f"opt{i}_{j}": f"description {j} of aspect {i}: " + ["cards", "payments", "transfers", "fees",
+                         "fraud", "account", "limits", "app", "travel", "other"][j] for j in range(10)},
+        }
+        for i in range(8)
+    }
+    return {
+        "a_one_noul": {"noul": noul},
+        "b_three_mixed": mixed,
+        "c_choice_77": {"intent": {"type": "choice", "instructions": "Which banking request is this?",
+                                   "criteria": banking_options()}},
+        "d_8q_x_10opt": many,
+    }
+
+
+def load_model() -> tuple[Any, str]:
+    """The shipped "mini" when it exists, else an untrained head on MiniLM (same compute)."""
+    from clef_agents.model import ClefDecisionModel
+
+    mini = ROOT / "clef_agents" / "checkpoints" / "mini" / "config.json"
+    if mini.exists():
+        return ClefDecisionModel.from_pretrained("mini"), "mini (trained)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ClefDecisionModel.from_backbone("minilm"), "from_backbone('minilm') (UNTRAINED head, same compute)"
+
+
+def load_bare() -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from clef_agents.model.backbones import minilm_path
+
+    folder = minilm_path()
+    return AutoModel.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def bare_forward(model: Any, tokenizer: Any, texts: list[str]) -> None:
+    import torch
+
+    with torch.inference_mode():
+        enc = tokenizer(texts, padding=True, truncation=True, max_length=512, return_tensors="pt")
+        model(**enc)
+
+
+def time_case(model: Any, bare: tuple[Any, Any], questions: dict[str, Any], reps: int, warmup: int) -> dict[str, Any]:
+    """Interleaved timings of the model and the bare forward on the same state."""
+    request = {"state": STATE, "questions": questions}
+    for _ in range(warmup):
+        model.invoke(request)
+        bare_forward(*bare, [STATE])
+    model_s, bare_s = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        bare_forward(*bare, [STATE])
+        t1 = time.perf_counter()
+        model.invoke(request)
+        t2 = time.perf_counter()
+        bare_s.append(t1 - t0)
+        model_s.append(t2 - t1)
+    model_stats, bare_stats = latency_summary(model_s), latency_summary(bare_s)
+    return {
+        "n_questions": len(questions),
+        "n_options": sum(len(q.get("criteria") or [0, 0]) for q in questions.values()),
+        "model": model_stats,
+        "bare_backbone": bare_stats,
+        "p50_over_bare": model_stats["p50_ms"] / bare_stats["p50_ms"],
+        "p95_over_bare": model_stats["p95_ms"] / bare_stats["p95_ms"],
+    }
+
+
+def time_throughput(model: Any, questions: dict[str, Any], batch: int, rounds: int) -> dict[str, Any]:
+    """Requests/s answering ``batch`` requests one by one vs in one ``model.batch`` call."""
+    requests = [{"state": BATCH_STATES[i % len(BATCH_STATES)] + f" (ticket {i})", "questions": questions} for i in range(batch)]
+    model.batch(requests)
+    for r in requests[:3]:
+        model.invoke(r)
+    single_s, batch_s = [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for r in requests:
+            model.invoke(r)
+        t1 = time.perf_counter()
+        model.batch(requests)
+        t2 = time.perf_counter()
+        single_s.append(t1 - t0)
+        batch_s.append(t2 - t1)
+    single_rate = batch / min(single_s)
+    batch_rate = batch / min(batch_s)
+    return {"batch_size": batch, "rounds": rounds, "single_requests_per_s": single_rate,
+            "batched_requests_per_s": batch_rate, "speedup": batch_rate / single_rate}
+
+
+def check_targets(cases: dict[str, Any], throughput: dict[str, Any]) -> dict[str, Any]:
+    d_over_a = cases["d_8q_x_10opt"]["model"]["p50_ms"] / cases["a_one_noul"]["model"]["p50_ms"]
+    worst = max(c["p50_over_bare"] for c in cases.values())
+    return {
+        "d_over_a_p50": d_over_a,
+        "d_over_a_ok": d_over_a <= TARGETS["d_over_a_max"],
+        "worst_case_over_bare_p50": worst,
+        "every_case_over_bare_ok": worst <= TARGETS["case_over_bare_max"],
+        "batch32_speedup": throughput["speedup"],
+        "batch32_ok": throughput["speedup"] >= TARGETS["batch32_speedup_min"],
+    }
+
+
+def write_markdown(result: dict[str, Any], path: Path) -> None:
+    lines = [
+        "# Decision-model latency (issue 2)",
+        "",
+        f"Command: `{result['command']}`  ",
+        f"Model: {result['model']}; {result['machine']}; torch threads {result['torch_threads']}; "
+        f"{result['reps']} interleaved reps per case after {result['warmup']} warm-up calls.",
+        "",
+        "| case | questions | options | model p50 ms | model p95 ms | bare p50 ms | bare p95 ms | p50 ÷ bare | p95 ÷ bare |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, c in result["cases"].items():
+        lines.append(
+            f"| {name} | {c['n_questions']} | {c['n_options']} | {c['model']['p50_ms']:.1f} | {c['model']['p95_ms']:.1f} | "
+            f"{c['bare_backbone']['p50_ms']:.1f} | {c['bare_backbone']['p95_ms']:.1f} | {c['p50_over_bare']:.2f} | {c['p95_over_bare']:.2f} |"
+        )
+    t, k = result["throughput"], result["targets"]
+    lines += [
+        "",
+        f"Throughput (case b schema, {t['batch_size']} distinct states, best of {t['rounds']}): "
+        f"{t['single_requests_per_s']:.1f} req/s one by one, {t['batched_requests_per_s']:.1f} req/s batched "
+        f"→ {t['speedup']:.2f}×.",
+        "",
+        "| target | measured | met |",
+        "|---|---:|:-:|",
+        f"| (d) ≤ 1.5× (a) (p50) | {k['d_over_a_p50']:.2f}× | {'yes' if k['d_over_a_ok'] else 'no'} |",
+        f"| every case ≤ 1.5× bare backbone (p50) | worst {k['worst_case_over_bare_p50']:.2f}× | {'yes' if k['every_case_over_bare_ok'] else 'no'} |",
+        f"| batch-32 throughput ≥ 3× single | {k['batch32_speedup']:.2f}× | {'yes' if k['batch32_ok'] else 'no'} |",
+        "",
+    ]
+    path.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=OUT_DIR)
+    args = parser.parse_args(argv)
+    import torch
+
+    model, model_desc = load_model()
+    bare = load_bare()
+    cases = {name: time_case(model, bare, qs, args.reps, args.warmup) for name, qs in build_cases().items()}
+    throughput = time_throughput(model, build_cases()["b_three_mixed"], 32, args.rounds)
+    result = {
+        "command": "nice -n 10 .venv/bin/python bench/latency/run.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
+        "model": model_desc,
+        "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores ({platform.processor() or 'unknown'})",
+        "torch_threads": torch.get_num_threads(),
+        "reps": args.reps,
+        "warmup": args.warmup,
+        "state_chars": len(STATE),
+        "cases": cases,
+        "throughput": throughput,
+        "targets": check_targets(cases, throughput),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_markdown(result, args.out / "results.md")
+    print((args.out / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
