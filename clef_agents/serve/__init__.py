@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from clef_agents.serve.app import ServerSettings, create_app
     from clef_agents.serve.batcher import MicroBatcher
+    from clef_agents.serve.local import free_port, serve_in_thread
     from clef_agents.serve.models import load_model
     from clef_agents.serve.remote import RemoteDecisionModel, SystemOneHTTPError
 
@@ -26,6 +27,8 @@ _dynamic_imports: dict[str, str] = {
     "MicroBatcher": "clef_agents.serve.batcher",
     "load_model": "clef_agents.serve.models",
     "RemoteDecisionModel": "clef_agents.serve.remote",
+    "serve_in_thread": "clef_agents.serve.local",
+    "free_port": "clef_agents.serve.local",
     "SystemOneHTTPError": "clef_agents.serve.remote",
 }
 
