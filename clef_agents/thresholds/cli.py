@@ -1,0 +1,178 @@
+"""The lane-fitting part of ``clef-agents calibrate`` (used when ``--max-auto-error`` is given).
+
+The ``calibrate`` command adds these flags with ``add_lane_arguments(parser)`` and, when
+``--max-auto-error`` is set, calls ``run_lane_fit(args)``. Flags the command already defines
+(``--records``, ``--model``, ``--batch-size``) are left as they are.
+
+Example:
+    $ clef-agents calibrate --records labelled.jsonl --max-auto-error 0.01 --confidence 0.9 \\
+        --slice-key route --min-slice 200 --cost-auto-error 5 --cost-llm 0.02 --cost-human 1 \\
+        --policy-out lanes.json --report-dir lanes-report
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+DEFAULT_MODEL = "mini"
+
+
+def _add(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    if flag not in parser._option_string_actions:  # the calibrate command may already own it
+        parser.add_argument(flag, **kwargs)
+
+
+def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the lane-fit flags to ``parser`` (skipping any it already has).
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_lane_arguments(p)
+        >>> p.parse_args(["--records", "r.jsonl", "--max-auto-error", "0.01", "--policy-out", "l.json"]).confidence
+        0.9
+    """
+    _add(parser, "--records", help="labelled decision records (JSONL)")
+    _add(parser, "--model", default=None,
+         help=f"decision model for records without meta.probabilities (default: {DEFAULT_MODEL} when needed)")
+    _add(parser, "--batch-size", type=int, default=32, help="records per model .batch call (default 32)")
+    group = parser.add_argument_group("lane thresholds (with --max-auto-error)")
+    group.add_argument("--max-auto-error", type=float, default=None,
+                       help="highest error rate allowed among automatically accepted answers, e.g. 0.01")
+    group.add_argument("--confidence", type=float, default=0.9,
+                       help="probability that the guarantee holds over the calibration draw (default 0.9)")
+    human = group.add_mutually_exclusive_group()
+    human.add_argument("--max-human-share", type=float, default=None,
+                       help="human review budget: at most this share of decisions go to a human")
+    human.add_argument("--max-llm-error", type=float, default=None,
+                       help="the model's error on decisions kept from humans (auto + LLM lanes) stays below this")
+    group.add_argument("--slice-key", default="route", help="meta key of the route for per-slice bands (default route)")
+    group.add_argument("--min-slice", type=int, default=200, help="fewest records for a slice of its own (default 200)")
+    group.add_argument("--cost-auto-error", type=float, default=5.0, help="cost of one automatic error (default 5)")
+    group.add_argument("--cost-llm", type=float, default=0.02, help="cost of one LLM call (default 0.02)")
+    group.add_argument("--cost-human", type=float, default=1.0, help="cost of one human review (default 1)")
+    group.add_argument("--llm-error-rate", type=float, default=0.0,
+                       help="assumed LLM error rate, charged at the auto-error cost (default 0)")
+    group.add_argument("--policy-out", default=None, help="where to write the lane policy JSON")
+    group.add_argument("--base-policy", default=None, help="policy whose default band and other questions are kept")
+    group.add_argument("--report-dir", default=None, help="write report.json, curves.json and PNG curves here")
+    group.add_argument("--save-predictions", default=None,
+                       help="write the records with meta.probabilities (replayable without the model)")
+    group.add_argument("--seed", type=int, default=0, help="seed of the pilot split (default 0)")
+    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def load_model(name: str) -> Any:
+    """Load the local decision model ``name`` (a shipped name or a checkpoint folder)."""
+    try:
+        from clef_agents.model import ClefDecisionModel
+    except ImportError as exc:
+        raise ValueError(f"cannot load decision model {name!r}: {exc}") from None
+    return ClefDecisionModel.from_pretrained(name)
+
+
+def run_lane_fit(args: argparse.Namespace) -> int:
+    """Fit the lane policy the flags describe, write it (and the report), print a summary."""
+    from clef_agents.policy import LanePolicy
+    from clef_agents.thresholds import records as rec
+    from clef_agents.thresholds.curves import write_report
+    from clef_agents.thresholds.fit import Costs, HumanRule, fit_lanes
+
+    if not getattr(args, "records", None):
+        raise ValueError("--records is required: labelled decision records (JSONL)")
+    if not args.policy_out:
+        raise ValueError("--policy-out is required: where to write the lane policy")
+    if args.max_auto_error is None or not 0.0 < args.max_auto_error < 1.0:
+        raise ValueError(f"--max-auto-error must lie strictly between 0 and 1, got {args.max_auto_error}")
+    records = rec.load_decision_records(args.records)
+    if not records:
+        raise ValueError(f"{args.records}: no decision records")
+    if rec.records_missing_probabilities(records):
+        model = getattr(args, "decision_model", None) or load_model(getattr(args, "model", None) or DEFAULT_MODEL)
+        predictions = rec.predict_probabilities(
+            records, model, batch_size=getattr(args, "batch_size", 32) or 32, progress=not args.no_progress
+        )
+        records = rec.with_probabilities(records, predictions)
+        if args.save_predictions:
+            _write_jsonl(args.save_predictions, records)
+    samples = rec.decision_samples(records, slice_key=args.slice_key)
+    costs = Costs(args.cost_auto_error, args.cost_llm, args.cost_human, args.llm_error_rate)
+    lane_fit = fit_lanes(
+        samples,
+        max_auto_error=args.max_auto_error,
+        confidence=args.confidence,
+        human=_human_rule(args),
+        costs=costs,
+        min_slice=args.min_slice,
+        seed=args.seed,
+        base=LanePolicy.load(args.base_policy) if args.base_policy else None,
+    )
+    lane_fit.policy.meta["records"] = str(args.records)
+    path = lane_fit.policy.save(args.policy_out)
+    print(_summary(lane_fit.report))
+    print(f"policy: {path}")
+    if args.report_dir:
+        for written in write_report(lane_fit, samples, costs, args.report_dir):
+            print(f"report: {written}")
+    return 0
+
+
+def _human_rule(args: argparse.Namespace) -> Any:
+    from clef_agents.thresholds.fit import HumanRule
+
+    if args.max_human_share is not None:
+        return HumanRule("share", args.max_human_share)
+    if args.max_llm_error is not None:
+        return HumanRule("llm_error", args.max_llm_error)
+    return HumanRule("none")
+
+
+def _write_jsonl(path: str, records: list[dict[str, Any]]) -> None:
+    import json
+    from pathlib import Path
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+
+
+def _summary(report: dict[str, Any]) -> str:
+    lines = [
+        f"lane fit: auto error <= {report['max_auto_error']:g} with confidence {report['confidence']:g} "
+        f"({report['method']}; certifying needs >= {report['min_accepted_to_certify']} accepted decisions)",
+        f"{'question':<24}{'n':>7}{'act at':>10}{'human <':>10}{'auto %':>9}{'err %':>8}{'llm %':>8}{'human %':>9}{'cost/1k':>10}",
+    ]
+    for qid, q in report["questions"].items():
+        lines.append(_row(qid, q))
+        for name, s in q.get("slices", {}).items():
+            label = f"  {qid}@{name}"
+            lines.append(_row(label, s) if "auto_at" in s else f"{label:<24}{s['n']:>7}  → pooled band ({s['reason']})")
+        if not q["certified"]:
+            lines.append(f"  ! {qid}: {q.get('reason', 'not certified')}; nothing is decided automatically")
+    return "\n".join(lines)
+
+
+def _row(name: str, q: dict[str, Any]) -> str:
+    return (
+        f"{name:<24}{q['n']:>7}{q['auto_at']:>10.4f}{q['human_below']:>10.4f}{100 * q['coverage']:>9.1f}"
+        f"{100 * q['calibration_error']:>8.2f}{100 * q['llm_share']:>8.1f}{100 * q['human_share']:>9.1f}{q['cost_per_1000']:>10.1f}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m clef_agents.thresholds.cli``) for use before ``calibrate`` wires it in."""
+    parser = argparse.ArgumentParser(prog="clef-agents calibrate", description="Fit lane thresholds with a guarantee.")
+    add_lane_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_lane_fit(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"clef-agents calibrate: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""Exact binomial statistics and the two threshold procedures the lane fit is built from.
+
+- ``fit_error_threshold``: Learn-then-Test (Angelopoulos, Bates, Candès, Jordan, Lei 2021) with
+  fixed-sequence testing over descending thresholds and exact binomial p-values for the
+  *conditional* error among accepted decisions. With probability at least ``1 - delta`` over the
+  calibration draw, the returned threshold has error rate at most ``target`` among future decisions
+  whose decision probability is at or above it.
+- ``fit_share_threshold``: an order-statistic bound on a share of traffic (used for the human
+  review budget): with probability at least ``1 - delta``, at most ``max_share`` of future decisions
+  fall below the returned threshold.
+
+Example:
+    >>> import numpy as np
+    >>> scores = np.linspace(0.5, 1.0, 2000)
+    >>> correct = np.ones(2000, dtype=bool)
+    >>> fit = fit_error_threshold(scores, correct, target=0.01, delta=0.1)
+    >>> fit.certified, fit.threshold <= 0.55
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+_LOG_FACTORIALS = np.zeros(1)
+
+
+def _log_factorials(n: int) -> np.ndarray:
+    """``log(i!)`` for ``i = 0..n`` (a table grown on demand)."""
+    global _LOG_FACTORIALS
+    if len(_LOG_FACTORIALS) <= n:
+        size = max(n + 1, 2 * len(_LOG_FACTORIALS))
+        _LOG_FACTORIALS = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, size)))])
+    return _LOG_FACTORIALS
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """``P(X <= k)`` for ``X ~ Binomial(n, p)``, computed exactly in log space.
+
+    Example:
+        >>> round(binomial_cdf(0, 230, 0.01), 4)
+        0.0991
+    """
+    if k < 0:
+        return 0.0
+    if k >= n or p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    logf = _log_factorials(n)
+    i = np.arange(k + 1)
+    log_pmf = logf[n] - logf[i] - logf[n - i] + i * math.log(p) + (n - i) * math.log1p(-p)
+    top = float(log_pmf.max())
+    return float(min(1.0, math.exp(top) * float(np.exp(log_pmf - top).sum())))
+
+
+def error_p_value(errors: int, accepted: int, target: float) -> float:
+    """Exact binomial p-value for ``H0: error rate > target`` after ``errors`` in ``accepted``.
+
+    Conditional on how many decisions a threshold accepts, their errors are
+    ``Binomial(accepted, risk)``; small values are evidence that the risk is at most ``target``.
+
+    Example:
+        >>> error_p_value(0, 0, 0.01)
+        1.0
+    """
+    if accepted == 0:
+        return 1.0
+    return binomial_cdf(errors, accepted, target)
+
+
+def clopper_pearson_upper(errors: int, n: int, confidence: float) -> float:
+    """One-sided Clopper–Pearson upper confidence bound on a binomial rate.
+
+    Example:
+        >>> round(clopper_pearson_upper(0, 230, 0.9), 3)
+        0.01
+    """
+    if n == 0:
+        return 1.0
+    if errors >= n:
+        return 1.0
+    low, high = errors / n, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        if binomial_cdf(errors, n, mid) > 1.0 - confidence:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def min_accepted_for(target: float, delta: float) -> int:
+    """The fewest accepted decisions (all correct) that can certify ``target`` at ``delta``.
+
+    Example:
+        >>> min_accepted_for(0.01, 0.1)
+        230
+    """
+    if not 0.0 < target < 1.0 or not 0.0 < delta < 1.0:
+        raise ValueError(f"target and delta must lie strictly between 0 and 1, got {target} and {delta}")
+    return int(math.ceil(math.log(delta) / math.log1p(-target)))
+
+
+@dataclass
+class ThresholdFit:
+    """The outcome of ``fit_error_threshold``.
+
+    ``threshold`` is the act-at value (``1.0`` and ``certified=False`` when no threshold could be
+    certified); ``p_value``, ``accepted`` and ``errors`` describe the last rejected hypothesis on
+    the testing part; ``tested`` lists every step of the sequence.
+    """
+
+    threshold: float
+    certified: bool
+    target: float
+    delta: float
+    n: int
+    n_pilot: int
+    accepted: int = 0
+    errors: int = 0
+    p_value: float = 1.0
+    reason: str = ""
+    tested: list[dict[str, float]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready dict without the per-step trail."""
+        out = asdict(self)
+        out.pop("tested")
+        out["steps_tested"] = len(self.tested)
+        return out
+
+
+def pilot_split(n: int, pilot_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded random split of ``range(n)`` into pilot and testing indices.
+
+    Example:
+        >>> [len(part) for part in pilot_split(100, 0.1, seed=0)]
+        [10, 90]
+    """
+    if not 0.0 < pilot_fraction < 1.0:
+        raise ValueError(f"pilot_fraction must be in (0, 1), got {pilot_fraction}")
+    order = np.random.default_rng(seed).permutation(n)
+    n_pilot = min(n, max(1, int(round(pilot_fraction * n))))
+    return order[:n_pilot], order[n_pilot:]
+
+
+def threshold_sequence(pilot_scores: np.ndarray, n_testing: int, n_start: int, step: float = 0.005) -> list[float]:
+    """Descending thresholds for the fixed sequence, laid out on the pilot's score quantiles.
+
+    Step ``i`` accepts about ``i * step`` of the pilot; the sequence starts where the testing part
+    is expected to hold ``n_start`` accepted decisions, so that the first test can succeed.
+
+    Example:
+        >>> threshold_sequence(np.array([0.9, 0.8, 0.7, 0.6]), n_testing=100, n_start=50, step=0.25)
+        [0.8, 0.7, 0.6]
+    """
+    ordered = np.sort(np.asarray(pilot_scores, dtype=float))[::-1]
+    if len(ordered) == 0:
+        return []
+    thresholds: list[float] = []
+    start_share = n_start / max(n_testing, 1)
+    for share in np.arange(step, 1.0 + step / 2, step):
+        if share < start_share:
+            continue
+        index = min(len(ordered) - 1, int(math.ceil(share * len(ordered))) - 1)
+        value = float(ordered[index])
+        if not thresholds or value < thresholds[-1]:
+            thresholds.append(value)
+    return thresholds
+
+
+def fit_error_threshold(
+    scores: np.ndarray,
+    correct: np.ndarray,
+    target: float,
+    delta: float,
+    *,
+    pilot_fraction: float = 0.1,
+    start_margin: float = 1.5,
+    step: float = 0.005,
+    seed: int = 0,
+) -> ThresholdFit:
+    """Lowest threshold whose conditional error is certified ``<= target`` at level ``delta``.
+
+    A seeded ``pilot_fraction`` of the records only lays out the threshold sequence (where to
+    start, how fine to step); the rest tests it. Hypotheses ``H0(t): P(wrong | p >= t) > target``
+    are tested in descending ``t`` with the exact binomial p-value, each at level ``delta``,
+    stopping at the first that cannot be rejected (fixed-sequence testing controls the
+    family-wise error at ``delta`` because the order is fixed before the testing part is seen).
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> s = rng.uniform(0.5, 1.0, 5000)
+        >>> fit = fit_error_threshold(s, rng.uniform(size=5000) < s, target=0.05, delta=0.1)
+        >>> fit.certified and 0.85 < fit.threshold < 1.0
+        True
+    """
+    scores = np.asarray(scores, dtype=float)
+    correct = np.asarray(correct, dtype=bool)
+    if scores.shape != correct.shape:
+        raise ValueError(f"scores and correct must have the same length, got {scores.shape} and {correct.shape}")
+    n_needed = min_accepted_for(target, delta)
+    pilot, testing = pilot_split(len(scores), pilot_fraction, seed)
+    fit = ThresholdFit(threshold=1.0, certified=False, target=target, delta=delta, n=len(scores), n_pilot=len(pilot))
+    if len(testing) < n_needed:
+        fit.reason = (
+            f"{len(testing)} testing decisions cannot certify an error of {target} at confidence {1 - delta}: "
+            f"at least {n_needed} accepted decisions (all correct) are needed"
+        )
+        return fit
+    sequence = threshold_sequence(scores[pilot], len(testing), int(math.ceil(start_margin * n_needed)), step)
+    test_scores, test_wrong = scores[testing], ~correct[testing]
+    for t in sequence:
+        accepted_mask = test_scores >= t
+        accepted = int(accepted_mask.sum())
+        errors = int(test_wrong[accepted_mask].sum())
+        p = error_p_value(errors, accepted, target)
+        fit.tested.append({"threshold": t, "accepted": accepted, "errors": errors, "p_value": p})
+        if p > delta:
+            break
+        fit.threshold, fit.certified = t, True
+        fit.accepted, fit.errors, fit.p_value = accepted, errors, p
+    if not fit.certified:
+        first = fit.tested[0] if fit.tested else None
+        fit.reason = (
+            "no threshold could be certified"
+            + (f": the first step (p >= {first['threshold']:.4g}) accepted {first['accepted']} with "
+               f"{first['errors']} errors, p-value {first['p_value']:.3g} > {delta}" if first else "")
+        )
+    return fit
+
+
+@dataclass
+class ShareFit:
+    """The outcome of ``fit_share_threshold``: ``threshold`` and the calibration share below it."""
+
+    threshold: float
+    max_share: float
+    delta: float
+    n: int
+    below: int
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def fit_share_threshold(scores: np.ndarray, max_share: float, delta: float) -> ShareFit:
+    """Highest threshold with ``P(p < threshold) <= max_share`` with probability ``>= 1 - delta``.
+
+    The threshold is the k-th smallest score, with k the largest for which
+    ``P(Binomial(n, max_share) <= k - 1) <= delta`` (the share below the k-th order statistic is
+    ``Beta(k, n - k + 1)``; ties only make it smaller). Returns ``0.0`` when even k = 1 fails.
+
+    Example:
+        >>> fit_share_threshold(np.linspace(0, 1, 1001), max_share=0.1, delta=0.1).threshold < 0.1
+        True
+    """
+    if not 0.0 <= max_share <= 1.0:
+        raise ValueError(f"max_share must be in [0, 1], got {max_share}")
+    ordered = np.sort(np.asarray(scores, dtype=float))
+    n = len(ordered)
+    best = 0
+    for k in range(1, n + 1):
+        if binomial_cdf(k - 1, n, max_share) <= delta:
+            best = k
+        else:
+            break
+    threshold = float(ordered[best - 1]) if best else 0.0
+    return ShareFit(threshold=threshold, max_share=max_share, delta=delta, n=n, below=int((ordered < threshold).sum()))
