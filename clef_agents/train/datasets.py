@@ -63,6 +63,11 @@ class DatasetSpec:
     extra_meta: tuple[str, ...] = ()
     hash_keys: tuple[str, ...] = ("text",)
     tags: tuple[str, ...] = field(default=())
+    opaque_option_names: bool = False
+    """True when option names mean nothing without their descriptions (COPA's choice1/choice2)."""
+    always_keep: tuple[str, ...] = ()
+    """Options that augmentation never drops from a subset (clinc150's ``oos``: the instruction names it)."""
+    """True when option names mean nothing without their descriptions (COPA's choice1/choice2)."""
 
     def instruction_variants(self, row_slots: Mapping[str, str] | None = None) -> list[str]:
         """Every paraphrase of this set's instruction, filled with a row's slots.
@@ -142,6 +147,7 @@ def _intent_spec(name: str, licence: str, attribution: str) -> DatasetSpec:
         criteria=dict(options),
         label_map=label_map,
         tags=("intent",),
+        always_keep=tuple(table.get("always_keep", ())),
     )
 
 
@@ -455,6 +461,7 @@ def _build_specs() -> dict[str, DatasetSpec]:
             state_key="premise",
             slots=_copa_slots,
             row_criteria=_copa_criteria,
+            opaque_option_names=True,
             hash_keys=("premise", "hypothesis"),
             tags=("nli",),
         ),
