@@ -134,7 +134,10 @@ class ClefDecisionModel(BaseDecisionModel):
         return "clef_agents"
 
     def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
-        return self._classify_many([{"state": state, "questions": questions}])[0]
+        (result,) = self._classify_many([{"state": state, "questions": questions}])
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
         """Answer many requests with one padded forward; invalid ones come back as exceptions."""

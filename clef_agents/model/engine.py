@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -111,8 +112,8 @@ def option_types(question: wire.TextQuestion) -> tuple[list[int], list[float]]:
 
 
 def question_key(question: wire.TextQuestion) -> str:
-    """A stable hash of a question's content (ids never enter it)."""
-    return hashlib.sha256(json.dumps(wire.question_to_wire(question), sort_keys=True).encode()).hexdigest()
+    """A hash of a question's content in its given option order (ids never enter it)."""
+    return hashlib.sha256(json.dumps(wire.question_to_wire(question)).encode()).hexdigest()
 
 
 def default_lora_targets(backbone: Backbone) -> list[str]:
@@ -122,6 +123,19 @@ def default_lora_targets(backbone: Backbone) -> list[str]:
         if all(p in names for p in pair):
             return pair
     raise ValueError(f"cannot find attention projections to adapt in {type(backbone.model).__name__}; set lora.target_modules")
+
+
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks)\.(\d+)\.")
+
+
+def _modules_in_layers(model: torch.nn.Module, suffixes: list[str], layers: set[int]) -> list[str]:
+    """Full names of modules ending in one of ``suffixes`` inside the chosen transformer layers."""
+    chosen = []
+    for name, _ in model.named_modules():
+        match = _LAYER_INDEX.search(name)
+        if match and int(match.group(1)) in layers and name.rsplit(".", 1)[-1] in suffixes:
+            chosen.append(name)
+    return chosen
 
 
 def _num_layers(model: torch.nn.Module) -> int:
@@ -168,13 +182,12 @@ class DecisionEngine:
         assert settings is not None
         n_layers = _num_layers(backbone.model)
         layers = settings.layers if settings.layers is not None else list(range(n_layers // 2, n_layers))
+        suffixes = settings.target_modules or default_lora_targets(backbone)
+        targets = _modules_in_layers(backbone.model, suffixes, set(layers))
+        if not targets:
+            raise ValueError(f"no modules named {suffixes} in layers {layers} of {type(backbone.model).__name__}")
         lora_config = LoraConfig(
-            r=settings.r,
-            lora_alpha=settings.alpha,
-            lora_dropout=settings.dropout,
-            target_modules=settings.target_modules or default_lora_targets(backbone),
-            layers_to_transform=layers or None,
-            bias="none",
+            r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets, bias="none"
         )
         return get_peft_model(backbone.model, lora_config)
 

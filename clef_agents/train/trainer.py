@@ -1,0 +1,259 @@
+"""Training: frozen backbone, LoRA + routing head, label-smoothed CE + Brier + an ordinal term.
+
+Seeded and resumable: the run folder keeps ``last/`` (a loadable checkpoint) and
+``train_state.pt`` (optimizer, scheduler, step; loaded with ``weights_only=True``). A progress bar
+shows loss, throughput and ETA; every ``log_every`` steps a JSON line goes to ``train_log.jsonl``.
+
+Example:
+    >>> from clef_agents.train.trainer import TrainSettings, train  # doctest: +SKIP
+    >>> train(model, train_records, valid_records, TrainSettings(steps=2000), "runs/mini")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from clef_agents import wire
+from clef_agents.model.decision_model import ClefDecisionModel
+from clef_agents.model.engine import DecisionEngine, EncodedBatch
+
+Example = tuple[str, list[wire.TextQuestion], list[int]]
+"""One training example: state text, questions, gold option index per question."""
+
+
+@dataclass
+class TrainSettings:
+    """Hyper-parameters of one training run (saved into the checkpoint's data card)."""
+
+    steps: int = 2000
+    batch_size: int = 32
+    lr_head: float = 1e-3
+    lr_lora: float = 5e-4
+    weight_decay: float = 0.01
+    warmup_steps: int = 100
+    label_smoothing: float = 0.05
+    brier_weight: float = 0.5
+    ordinal_weight: float = 0.5
+    grad_clip: float = 1.0
+    seed: int = 0
+    log_every: int = 25
+    save_every: int = 250
+    augment: bool = True
+    derived_nouls: int = 1
+    max_train_state_tokens: int | None = 128
+    threads: int | None = None
+    dataset_weights: dict[str, float] = field(default_factory=dict)
+
+
+def record_to_example(record: dict[str, Any]) -> Example:
+    """Validate a record and turn it into (state text, questions, gold indices).
+
+    Example:
+        >>> record_to_example({"state": "hi", "questions": {"q": {"type": "noul", "instructions": "Greeting?"}},
+        ...                    "labels": {"q": True}})[2]
+        [0]
+    """
+    questions = wire.validate_questions(record["questions"])
+    labels = record.get("labels", {})
+    missing = [qid for qid in questions if qid not in labels]
+    if missing:
+        raise ValueError(f"record has no label for question(s) {missing}; every question needs one")
+    gold = [wire.label_index(q, labels[qid]) for qid, q in questions.items()]
+    return wire.state_text(record["state"]), list(questions.values()), gold
+
+
+def question_losses(
+    engine: DecisionEngine, logits: torch.Tensor, batch: EncodedBatch, examples: Sequence[Example], settings: TrainSettings
+) -> torch.Tensor:
+    """Mean over all questions of label-smoothed CE + Brier (+ ordinal spread for scores)."""
+    terms = []
+    for i, spans in enumerate(batch.spans):
+        _, questions, gold = examples[i]
+        for (start, end), question, target in zip(spans, questions, gold):
+            z = logits[i, start:end]
+            log_p = F.log_softmax(z, dim=-1)
+            p = log_p.exp()
+            n = end - start
+            smooth = torch.full_like(p, settings.label_smoothing / n)
+            smooth[target] += 1.0 - settings.label_smoothing
+            loss = -(smooth * log_p).sum()
+            one_hot = torch.zeros_like(p)
+            one_hot[target] = 1.0
+            loss = loss + settings.brier_weight * ((p - one_hot) ** 2).sum()
+            if isinstance(question, wire.Score):
+                distance = (torch.arange(n, device=p.device, dtype=p.dtype) - target).abs() / (n - 1)
+                loss = loss + settings.ordinal_weight * (p * distance).sum()
+            terms.append(loss)
+    return torch.stack(terms).mean()
+
+
+class RecordSampler:
+    """Draws training records with per-dataset weights and applies schema augmentation."""
+
+    def __init__(self, records: Sequence[dict[str, Any]], settings: TrainSettings):
+        self.settings = settings
+        by_dataset: dict[str, list[dict[str, Any]]] = {}
+        for record in records:
+            by_dataset.setdefault(record.get("meta", {}).get("dataset", "?"), []).append(record)
+        self.datasets = sorted(by_dataset)
+        self.pools = [by_dataset[name] for name in self.datasets]
+        sizes = [len(pool) for pool in self.pools]
+        weights = [settings.dataset_weights.get(name, 1.0) * size for name, size in zip(self.datasets, sizes)]
+        total = sum(weights)
+        self.probabilities = [w / total for w in weights]
+        self._augment = _augmenter(settings)
+
+    def draw(self, rng: random.Random, count: int) -> list[Example]:
+        examples = []
+        while len(examples) < count:
+            pool = rng.choices(self.pools, weights=self.probabilities)[0]
+            record = self._augment(rng.choice(pool), rng)
+            try:
+                examples.append(record_to_example(record))
+            except (ValueError, wire.InvalidRequestError):
+                continue
+        return examples
+
+
+def _augmenter(settings: TrainSettings) -> Callable[[dict[str, Any], random.Random], dict[str, Any]]:
+    if not settings.augment:
+        return lambda record, rng: record
+    from clef_agents.train import augment  # noqa: PLC0415
+
+    config = augment.AugmentConfig()
+
+    def apply(record: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+        if settings.derived_nouls:
+            record = augment.expand_with_derived_nouls(record, rng, settings.derived_nouls)
+        return augment.augment_record(record, rng, config)
+
+    return apply
+
+
+def _lr_lambda(settings: TrainSettings) -> Callable[[int], float]:
+    def factor(step: int) -> float:
+        if step < settings.warmup_steps:
+            return (step + 1) / settings.warmup_steps
+        progress = (step - settings.warmup_steps) / max(1, settings.steps - settings.warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def train(
+    model: ClefDecisionModel,
+    train_records: Sequence[dict[str, Any]],
+    settings: TrainSettings,
+    run_dir: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train LoRA + head in place; returns a summary (losses, wall time, throughput).
+
+    Example:
+        >>> summary = train(model, records, TrainSettings(steps=10), "runs/tiny")  # doctest: +SKIP
+    """
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    engine = model.engine
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(settings.seed)
+    params = engine.trainable_parameters()
+    lora_ids = {id(p) for n, p in engine.network.named_parameters() if "lora_" in n}
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": [p for p in params if id(p) in lora_ids], "lr": settings.lr_lora},
+            {"params": [p for p in params if id(p) not in lora_ids], "lr": settings.lr_head},
+        ],
+        weight_decay=settings.weight_decay,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(settings))
+    start_step = _maybe_resume(engine, optimizer, scheduler, run_dir) if resume else 0
+    sampler = RecordSampler(train_records, settings)
+    saved_window = engine.config.max_state_tokens
+    if settings.max_train_state_tokens:
+        engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
+    log_path = run_dir / "train_log.jsonl"
+    losses: list[float] = []
+    began = time.time()
+    bar = tqdm(total=settings.steps, initial=start_step, disable=not progress, desc="train", unit="step", dynamic_ncols=True)
+    engine.train_mode(True)
+    try:
+        for step in range(start_step, settings.steps):
+            rng = random.Random(settings.seed * 1_000_003 + step)
+            examples = sampler.draw(rng, settings.batch_size)
+            batch = engine.encode([(text, qs) for text, qs, _ in examples])
+            logits = engine.logits(batch)
+            loss = question_losses(engine, logits, batch, examples, settings)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            losses.append(float(loss))
+            done = step + 1 - start_step
+            rate = done * settings.batch_size / max(1e-9, time.time() - began)
+            bar.set_postfix(loss=f"{sum(losses[-25:]) / len(losses[-25:]):.4f}", ex_s=f"{rate:.1f}")
+            bar.update(1)
+            if (step + 1) % settings.log_every == 0:
+                with log_path.open("a") as handle:
+                    handle.write(json.dumps({"step": step + 1, "loss": sum(losses[-settings.log_every:]) / settings.log_every,
+                                             "examples_per_s": rate, "elapsed_s": time.time() - began}) + "\n")
+            if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
+                engine.config.max_state_tokens = saved_window
+                _save_state(engine, optimizer, scheduler, step + 1, run_dir)
+                if settings.max_train_state_tokens:
+                    engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
+    finally:
+        bar.close()
+        engine.config.max_state_tokens = saved_window
+        engine.train_mode(False)
+    wall = time.time() - began
+    return {
+        "steps": settings.steps,
+        "resumed_from": start_step,
+        "first_loss": losses[0] if losses else None,
+        "final_loss": sum(losses[-25:]) / max(1, len(losses[-25:])) if losses else None,
+        "wall_time_s": wall,
+        "examples_per_s": (settings.steps - start_step) * settings.batch_size / max(1e-9, wall),
+        "losses": losses,
+        "settings": asdict(settings),
+    }
+
+
+def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path) -> None:
+    engine.save(run_dir / "last")
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step}
+    tmp = run_dir / "train_state.pt.tmp"
+    torch.save(state, tmp)
+    tmp.replace(run_dir / "train_state.pt")
+
+
+def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, run_dir: Path) -> int:
+    state_file = run_dir / "train_state.pt"
+    if not state_file.exists() or not (run_dir / "last" / "config.json").exists():
+        return 0
+    restored = DecisionEngine.load(run_dir / "last", engine.device)
+    engine.head.load_state_dict(restored.head.state_dict())
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict  # noqa: PLC0415
+
+    if engine.config.lora is not None:
+        set_peft_model_state_dict(engine.network, get_peft_model_state_dict(restored.network))
+    state = torch.load(state_file, weights_only=True)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["step"])

@@ -1,0 +1,181 @@
+"""The local model on tiny random backbones: contract, invariance, batching, checkpoints, truncation."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import warnings
+
+import pytest
+from langchain_core.decisions import Box, Choice, Noul, Score
+
+from clef_agents import wire
+from tiny_models import make_model
+
+pytest.importorskip("torch")
+
+TICKET = "my card is lost and I was charged twice please help"
+OPTIONS = {"billing": "money charged payment", "security": "card lost stolen", "sales": "price order", "tech": None}
+
+
+def questions() -> dict:
+    return {
+        "urgent": Noul(instructions="is this urgent", criteria={"true": "production down", "false": None}),
+        "team": Choice(instructions="which team", criteria=dict(OPTIONS)),
+        "anger": Score(instructions="how angry", criteria=["not angry", "angry", "very angry"]),
+    }
+
+
+@pytest.fixture(scope="module", params=["encoder", "decoder"])
+def model(request, encoder_dir, decoder_dir):
+    return make_model(encoder_dir if request.param == "encoder" else decoder_dir)
+
+
+def test_every_answer_keeps_the_contract(model):
+    response = model.invoke({"state": TICKET, "questions": questions()})
+    assert set(response.answers) == {"urgent", "team", "anger"}
+    urgent = response.nouls["urgent"].noul
+    assert 0.0 <= urgent <= 1.0
+    team = response.choices["team"]
+    assert list(team.probabilities) == list(OPTIONS)
+    assert sum(team.probabilities.values()) == pytest.approx(1.0, abs=1e-6)
+    assert team.choice == max(team.probabilities, key=team.probabilities.get)
+    n = len(OPTIONS)
+    assert team.confidence == pytest.approx((max(team.probabilities.values()) - 1 / n) / (1 - 1 / n), abs=1e-9)
+    anger = response.scores["anger"]
+    assert list(anger.probabilities) == [0, 1, 2]
+    assert sum(anger.probabilities.values()) == pytest.approx(1.0, abs=1e-6)
+    assert anger.score == pytest.approx(sum(i * p for i, p in anger.probabilities.items()), abs=1e-9)
+    assert anger.legend == {0: "not angry", 1: "angry", 2: "very angry"}
+    mode = max(anger.probabilities, key=anger.probabilities.get)
+    spread = sum(p * abs(i - mode) for i, p in anger.probabilities.items())
+    uniform = sum(abs(i - 1) for i in range(3)) / 3
+    assert anger.confidence == pytest.approx(max(0.0, 1 - spread / uniform), abs=1e-9)
+
+
+def test_answers_do_not_depend_on_option_order_question_order_or_ids(model):
+    base = model.invoke({"state": TICKET, "questions": questions()})
+    rng = random.Random(3)
+    shuffled = list(OPTIONS.items())
+    rng.shuffle(shuffled)
+    renamed = {
+        "anger 🙂": questions()["anger"],
+        "x.team": Choice(instructions="which team", criteria=dict(shuffled)),
+        "u": questions()["urgent"],
+    }
+    other = model.invoke({"state": TICKET, "questions": renamed})
+    assert other.nouls["u"].noul == pytest.approx(base.nouls["urgent"].noul, abs=1e-5)
+    for name, p in base.choices["team"].probabilities.items():
+        assert other.choices["x.team"].probabilities[name] == pytest.approx(p, abs=1e-5)
+    for level, p in base.scores["anger"].probabilities.items():
+        assert other.scores["anger 🙂"].probabilities[level] == pytest.approx(p, abs=1e-5)
+
+
+def test_cross_question_attention_is_active_but_bounded(model):
+    alone = model.invoke({"state": TICKET, "questions": {"team": questions()["team"]}})
+    together = model.invoke({"state": TICKET, "questions": questions()})
+    deltas = [abs(alone.choices["team"].probabilities[k] - together.choices["team"].probabilities[k]) for k in OPTIONS]
+    assert max(deltas) < 0.05
+
+
+def test_batch_equals_single_requests(model):
+    states = [TICKET, "spam win a free prize click the link", "hello", "production down " * 5]
+    single = [model.invoke({"state": s, "questions": questions()}) for s in states]
+    batched = model.batch([{"state": s, "questions": questions()} for s in states])
+    for a, b in zip(single, batched):
+        for qid in a.answers:
+            assert wire.answer_probabilities(b.answers[qid]) == pytest.approx(wire.answer_probabilities(a.answers[qid]), abs=1e-5)
+
+
+async def test_abatch_and_ainvoke_match_invoke(model):
+    request = {"state": TICKET, "questions": questions()}
+    sync = model.invoke(request)
+    (batched,) = await model.abatch([request])
+    single = await model.ainvoke(request)
+    for answer in (batched, single):
+        assert answer.choices["team"].probabilities == pytest.approx(sync.choices["team"].probabilities, abs=1e-6)
+
+
+def test_batch_returns_errors_per_request(model):
+    good = {"state": TICKET, "questions": questions()}
+    bad = {"state": TICKET, "questions": {"dept": Choice(instructions="x", criteria={"only": None})}}
+    results = model.batch([good, bad], return_exceptions=True)
+    assert results[0].choices["team"].choice in OPTIONS
+    assert isinstance(results[1], wire.InvalidRequestError)
+    assert str(results[1]) == "questions.dept: a choice needs 2 to 255 options, got 1"
+
+
+def test_box_questions_are_refused_with_a_clear_message(model):
+    with pytest.raises(wire.InvalidRequestError, match="questions.where: box questions need an image model"):
+        model.invoke({"state": TICKET, "questions": {"where": Box(instructions="find the logo")}})
+
+
+def test_save_then_load_gives_identical_probabilities(model, tmp_path):
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+
+    before = model.invoke({"state": TICKET, "questions": questions()})
+    folder = model.save_pretrained(tmp_path / "ckpt")
+    assert {p.name for p in folder.iterdir()} == {"config.json", "adapter", "head.safetensors"}
+    assert not list(folder.rglob("*.bin")) and not list(folder.rglob("*.pt"))
+    with pytest.warns(UntrainedModelWarning):
+        loaded = ClefDecisionModel.from_pretrained(folder)
+    after = loaded.invoke({"state": TICKET, "questions": questions()})
+    for qid in before.answers:
+        assert wire.answer_probabilities(after.answers[qid]) == pytest.approx(wire.answer_probabilities(before.answers[qid]), abs=1e-6)
+
+
+def test_long_state_is_truncated_by_policy_and_reported(encoder_dir):
+    model = make_model(encoder_dir, max_state_tokens=10)
+    words = ("the a is my card lost stolen refund money charged twice production down urgent help please").split()
+    response = model.invoke({"state": " ".join(words), "questions": questions()})
+    report = response.extensions["x_truncation"]
+    assert report == {"truncated": True, "policy": "head_tail", "state_tokens": 16, "kept_tokens": 8, "dropped_tokens": 8}
+    ids, _ = model.engine.tokenize_state(" ".join(words))
+    tokenizer = model.engine.backbone.tokenizer
+    kept = tokenizer.convert_ids_to_tokens(ids)
+    assert kept[0] == "[CLS]" and kept[-1] == "[SEP]"
+    assert kept[1:4] == words[:3] and kept[-6:-1] == words[-5:]
+    short = model.invoke({"state": "hello", "questions": questions()})
+    assert short.extensions["x_truncation"]["truncated"] is False
+
+
+def test_schema_work_is_cached_across_requests(model, monkeypatch):
+    model.invoke({"state": TICKET, "questions": questions()})
+    calls = []
+    original = model.engine._embed_frozen
+    monkeypatch.setattr(model.engine, "_embed_frozen", lambda texts: calls.append(texts) or original(texts))
+    model.invoke({"state": "another state entirely", "questions": questions()})
+    assert calls == []
+
+
+def test_untrained_model_warns_loudly(encoder_dir):
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+
+    with pytest.warns(UntrainedModelWarning, match="UNTRAINED head: its probabilities mean nothing"):
+        model = ClefDecisionModel.from_backbone(str(encoder_dir))
+    response = model.invoke({"state": "hello", "questions": {"q": Noul(instructions="greeting")}})
+    assert response.extensions["x_untrained"] is True
+
+
+def test_messages_and_objects_are_accepted_as_state(model):
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    for state in ([HumanMessage("my card is lost"), AIMessage("which card")], {"ticket": TICKET, "tags": ["billing"]}):
+        response = model.invoke({"state": state, "questions": questions()})
+        assert set(response.answers) == {"urgent", "team", "anger"}
+
+
+def test_unknown_checkpoint_errors_name_the_problem(tmp_path):
+    from clef_agents.model import ClefDecisionModel
+
+    with pytest.raises(FileNotFoundError, match="is not a clef_agents checkpoint: no config.json"):
+        ClefDecisionModel.from_pretrained(tmp_path)
+    with pytest.raises(FileNotFoundError, match="never downloads at run time"):
+        ClefDecisionModel.from_backbone("no-such-org/no-such-model")
+
+
+def test_import_clef_agents_stays_light():
+    code = "import sys, clef_agents; print(' '.join(m for m in ('torch','transformers','peft') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
