@@ -116,3 +116,17 @@ def test_missing_data_root_names_the_paths_tried(monkeypatch, tmp_path):
     monkeypatch.setattr(datasets, "_root_candidates", lambda: [tmp_path / "a", tmp_path / "b"])
     with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'a'}, {tmp_path / 'b'}"):
         datasets.data_root()
+
+
+@needs_data
+def test_cli_convert_writes_valid_records(tmp_path, capsys):
+    from clef_agents.cli import main
+    from clef_agents.train.records import read_records
+
+    out = tmp_path / "spam.jsonl"
+    assert main(["data", "convert", "sms_spam", "--split", "valid", "--limit", "25", "--out", str(out)]) == 0
+    records = read_records(out)
+    assert len(records) == 25 and validate_records(records).ok
+    assert records == load_records("sms_spam", "valid", limit=25)
+    assert main(["data", "convert", "nope", "--split", "train"]) == 2
+    assert "unknown data set 'nope'" in capsys.readouterr().err

@@ -119,3 +119,20 @@ def test_report_dict_and_table_show_balance():
     assert as_dict["balance"] == {"demo": {"intent": {"card_arrival": 1}}}
     table = report.format_balance()
     assert "demo" in table and "card_arrival=1 (100.0%)" in table
+
+
+def test_cli_validate_prints_errors_and_balance_and_fails_on_invalid(tmp_path, capsys):
+    from clef_agents.cli import main
+
+    good = tmp_path / "good.jsonl"
+    write_records(good, [_choice_record("card_arrival"), _choice_record("lost_card")])
+    assert main(["data", "validate", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "2 records, 0 invalid" in out and "card_arrival=1 (50.0%)" in out
+
+    bad = tmp_path / "bad.jsonl"
+    write_records(bad, [_choice_record("card_arrival"), _choice_record("stolen")])
+    assert main(["data", "validate", str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "2 records, 1 invalid" in out
+    assert "record 1, question 'intent': label 'stolen' is not legal here; allowed: card_arrival, lost_card" in out
