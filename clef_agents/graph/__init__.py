@@ -1,0 +1,73 @@
+"""The LangGraph layer: decision nodes, lanes, LLM and human escalation, tool gate, decision traces.
+
+It depends on ``BaseDecisionModel`` only (local, remote or fake models work unchanged) and never
+imports torch. Names are imported lazily.
+
+Example:
+    >>> from clef_agents.graph import DecisionGate, DecisionState, route_by_choice
+    >>> DecisionGate.__name__
+    'DecisionGate'
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clef_agents.graph.errors import DecisionModelError, GraphInputError, ReviewInputError
+    from clef_agents.graph.escalation import HumanEscalationNode, LLMEscalationNode, parse_review
+    from clef_agents.graph.fakes import FakeToolCallingChatModel
+    from clef_agents.graph.node import DecisionNode
+    from clef_agents.graph.routing import (
+        DecisionGate,
+        decided_label,
+        gate_lane,
+        next_step,
+        route_by_choice,
+        route_by_noul,
+        route_by_score,
+    )
+    from clef_agents.graph.state import DecisionState, final_labels, response_from_state
+    from clef_agents.graph.tools import GateVerdict, ToolGate, decision_tool
+    from clef_agents.graph.traces import TraceStore
+
+_dynamic_imports: dict[str, str] = {
+    "DecisionModelError": "errors",
+    "GraphInputError": "errors",
+    "ReviewInputError": "errors",
+    "HumanEscalationNode": "escalation",
+    "LLMEscalationNode": "escalation",
+    "parse_review": "escalation",
+    "FakeToolCallingChatModel": "fakes",
+    "DecisionNode": "node",
+    "DecisionGate": "routing",
+    "decided_label": "routing",
+    "gate_lane": "routing",
+    "next_step": "routing",
+    "route_by_choice": "routing",
+    "route_by_noul": "routing",
+    "route_by_score": "routing",
+    "DecisionState": "state",
+    "final_labels": "state",
+    "response_from_state": "state",
+    "GateVerdict": "tools",
+    "ToolGate": "tools",
+    "decision_tool": "tools",
+    "TraceStore": "traces",
+}
+
+__all__ = list(_dynamic_imports)
+
+
+def __getattr__(name: str) -> Any:
+    module = _dynamic_imports.get(name)
+    if module is None:
+        raise AttributeError(f"module 'clef_agents.graph' has no attribute {name!r}")
+    value = getattr(import_module(f"clef_agents.graph.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

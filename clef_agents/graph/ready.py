@@ -1,0 +1,392 @@
+"""Ready graphs: support triage, tool-call approval for an agent, and a content-moderation gate.
+
+Each builder takes any ``BaseDecisionModel``. ``load_decision_model`` picks one by name:
+``"mini"`` (the shipped default, default) or a checkpoint folder load ``ClefDecisionModel`` lazily;
+``"fake"`` gives ``demo_fake_model()``, a keyword-scripted fake for offline tests and demos. The
+escalation LLM and the agent in these graphs are scripted fakes (``FakeToolCallingChatModel``)
+unless you pass a real chat model.
+
+Example:
+    >>> graph = build_support_triage(demo_fake_model())
+    >>> sorted(graph.get_graph().nodes)[:3]
+    ['__end__', '__start__', 'billing_desk']
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.decisions import BaseDecisionModel, Choice, Noul, NoulCriteria, Score
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+
+from clef_agents import wire
+from clef_agents.graph.fakes import FakeToolCallingChatModel
+from clef_agents.graph.routing import DecisionGate, route_by_choice, route_by_noul
+from clef_agents.graph.state import DecisionState, final_labels
+from clef_agents.graph.tools import QUESTION_ID, ToolGate
+from clef_agents.graph.traces import TraceStore
+from clef_agents.policy import LanePolicy
+from clef_agents.testing import FakeDecisionModel
+
+MODEL_ENV = "CLEF_AGENTS_MODEL"
+POLICY_ENV = "CLEF_AGENTS_POLICY"
+TRACES_ENV = "CLEF_AGENTS_TRACES"
+
+SUPPORT_QUESTIONS: dict[str, Any] = {
+    "urgent": Noul(
+        instructions="Does this support message need a response within the hour?",
+        criteria=NoulCriteria(true="An outage, data loss, a security problem, or money at risk now.", false="It can wait for the normal queue."),
+    ),
+    "department": Choice(
+        instructions="Which team should handle this support message?",
+        criteria={
+            "billing": "Charges, refunds, invoices, payment methods, subscriptions.",
+            "technical": "Bugs, errors, crashes, outages, integrations, login problems.",
+            "sales": "Pricing, quotes, new plans, more seats, demos.",
+            "other": "None of these, or not enough information to tell.",
+        },
+    ),
+    "severity": Score(
+        instructions="How severe is the customer's problem?",
+        criteria=[
+            "Minor: a question or a cosmetic issue.",
+            "Moderate: something is impaired but there is a workaround.",
+            "Major: a key feature is broken for this customer.",
+            "Critical: an outage, data loss, or a security incident.",
+        ],
+    ),
+}
+
+MODERATION_QUESTIONS: dict[str, Any] = {
+    "violates": Noul(
+        instructions="Does this post break the community rules (harassment, hate, threats, spam, explicit content)?",
+        criteria=NoulCriteria(true="It breaks a rule and should not be published.", false="It can be published."),
+    ),
+    "category": Choice(
+        instructions="Which kind of content is this post?",
+        criteria={
+            "ok": "Ordinary content that breaks no rule.",
+            "spam": "Advertising, scams, or repeated unsolicited links.",
+            "harassment": "Insults or attacks on a person.",
+            "hate": "Attacks on a group for who they are.",
+            "threat": "Threatens violence or harm.",
+        },
+    ),
+}
+
+DEMO_MESSAGES: tuple[str, ...] = (
+    "I was charged twice for my subscription this month, please refund the duplicate invoice.",
+    "The app crashes with error 500 every time I upload a file and production is down!",
+    "Could you send me a quote for 50 more seats on the enterprise plan?",
+    "My payment failed and now the dashboard shows an error when I open billing.",
+    "Hello? Is anyone there?",
+)
+
+
+# --------------------------------------------------------------------------- models
+
+
+def load_decision_model(spec: str | None = None) -> BaseDecisionModel:
+    """The decision model named by ``spec`` (or ``$CLEF_AGENTS_MODEL``, default ``"mini"``).
+
+    ``"fake"`` → ``demo_fake_model()``; anything else → ``ClefDecisionModel.from_pretrained(spec)``
+    (imported only then, so the graph layer never imports torch by itself).
+
+    Example:
+        >>> load_decision_model("fake").model
+        'fake-keywords'
+    """
+    spec = spec or os.environ.get(MODEL_ENV) or "mini"
+    if spec == "fake":
+        return demo_fake_model()
+    from clef_agents.model import ClefDecisionModel
+
+    return ClefDecisionModel.from_pretrained(spec)
+
+
+_KEYWORDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "department": {
+        "billing": ("charge", "refund", "invoice", "payment", "subscription", "billing", "card"),
+        "technical": ("error", "crash", "bug", "down", "login", "500", "broken", "upload"),
+        "sales": ("quote", "pricing", "price", "seats", "plan", "demo", "buy"),
+    },
+    "category": {
+        "spam": ("buy now", "click", "free money", "http"),
+        "harassment": ("idiot", "stupid", "loser"),
+        "threat": ("hurt you", "kill", "find you"),
+    },
+}
+_URGENT = ("down", "outage", "urgent", "asap", "data loss", "hacked", "immediately")
+
+
+def _keyword_choice(text: str, question: str, fallback: str, no_hit_share: float = 0.4) -> dict[str, float]:
+    hits = {label: sum(word in text for word in words) for label, words in _KEYWORDS[question].items()}
+    options = [*hits, fallback]
+    best = max(hits, key=hits.get)  # type: ignore[arg-type]
+    ranked = sorted(hits.values(), reverse=True)
+    if ranked[0] == 0:
+        share = {fallback: no_hit_share}
+    elif len(ranked) > 1 and ranked[1] > 0:
+        runner = sorted(hits, key=hits.get, reverse=True)[1]  # type: ignore[arg-type]
+        share = {best: 0.55, runner: 0.35}
+    else:
+        share = {best: 0.96}
+    rest = (1.0 - sum(share.values())) / (len(options) - len(share))
+    return {label: share.get(label, rest) for label in options}
+
+
+def _keyword_answers(state: Any, questions: Mapping[str, Any]) -> dict[str, Any]:
+    text = wire.state_text(state).lower()
+    answers: dict[str, Any] = {}
+    if "urgent" in questions:
+        answers["urgent"] = 0.95 if any(w in text for w in _URGENT) else 0.04
+    if "department" in questions:
+        answers["department"] = _keyword_choice(text, "department", "other")
+    if "severity" in questions:
+        level = 3 if any(w in text for w in _URGENT) else 2 if "error" in text or "crash" in text else 1
+        answers["severity"] = [0.94 if i == level else 0.02 for i in range(4)]
+    if "category" in questions:
+        answers["category"] = _keyword_choice(text, "category", "ok", no_hit_share=0.96)
+    if "violates" in questions:
+        hits = sum(any(w in text for w in words) for words in _KEYWORDS["category"].values())
+        answers["violates"] = 0.03 if hits == 0 else 0.97 if hits == 1 else 0.6
+    if QUESTION_ID in questions:
+        answers[QUESTION_ID] = _tool_risk(state)
+    return answers
+
+
+def _tool_risk(state: Any) -> float:
+    call = state.get("proposed_tool_call", {}) if isinstance(state, Mapping) else {}
+    return {"lookup_order": 0.03, "issue_refund": 0.72, "delete_account": 0.99}.get(call.get("tool"), 0.6)
+
+
+def demo_fake_model() -> FakeDecisionModel:
+    """A keyword-scripted fake decision model for offline demos and tests (not a trained model).
+
+    Example:
+        >>> demo_fake_model().invoke({"state": "refund my invoice", "questions": SUPPORT_QUESTIONS}).choices["department"].choice
+        'billing'
+    """
+    return FakeDecisionModel(model="fake-keywords", answer_fn=_keyword_answers)
+
+
+def demo_escalation_llm() -> FakeToolCallingChatModel:
+    """A scripted fake escalation LLM: it answers from keywords in the state and abstains when none match."""
+
+    def respond(messages: list[BaseMessage], tool: dict[str, Any] | None) -> dict[str, Any]:
+        text = str(messages[-1].content).split("</state>")[0].lower()
+        fields = (tool or {}).get("function", {}).get("parameters", {}).get("properties", {})
+        answers: dict[str, Any] = {}
+        for field in fields:
+            if field == "department":
+                scores = _keyword_choice(text, "department", "other")
+                best = max(scores, key=scores.get)  # type: ignore[arg-type]
+                answers[field] = best if scores[best] >= 0.5 else "abstain"
+            elif field == "urgent":
+                answers[field] = "yes" if any(w in text for w in _URGENT) else "no"
+            else:
+                answers[field] = "abstain"
+        return answers
+
+    return FakeToolCallingChatModel(model_name="fake-scripted-escalation-llm", respond=respond)
+
+
+# --------------------------------------------------------------------------- support triage
+
+
+class SupportState(MessagesState, DecisionState, total=False):
+    """State of the support-triage graph."""
+
+    destination: str
+
+
+def _desk(name: str):
+    def handle(state: Mapping[str, Any]) -> dict[str, Any]:
+        labels = final_labels(state, "triage")
+        urgent = "urgent" if labels.get("urgent") else "normal"
+        note = f"[{name}] ticket queued ({urgent}, severity {labels.get('severity')})"
+        return {"destination": name, "messages": [AIMessage(note, name=name)]}
+
+    handle.__name__ = name
+    return handle
+
+
+def build_support_triage(
+    model: BaseDecisionModel,
+    *,
+    chat_model: BaseChatModel | None = None,
+    policy: LanePolicy | str | Path | Mapping[str, Any] | None = None,
+    traces: TraceStore | str | Path | None = None,
+    checkpointer: Any = None,
+) -> Any:
+    """Support triage: urgent? / department / severity → billing, technical or sales desk, or a human desk.
+
+    Confident answers route automatically, the middle band goes to ``chat_model`` (when given),
+    and the rest to a person through ``interrupt()``.
+
+    Example:
+        >>> g = build_support_triage(demo_fake_model())
+        >>> g.invoke({"messages": [("user", "please refund my invoice")]})["destination"]
+        'billing_desk'
+    """
+    gate = DecisionGate(
+        model,
+        SUPPORT_QUESTIONS,
+        name="triage",
+        input=_last_user_message,
+        policy=policy,
+        chat_model=chat_model,
+        traces=traces,
+    )
+    builder = StateGraph(SupportState)
+    desks = {"billing": "billing_desk", "technical": "technical_desk", "sales": "sales_desk"}
+    for node in (*desks.values(), "human_desk"):
+        builder.add_node(node, _desk(node))
+        builder.add_edge(node, END)
+    gate.attach(builder, after=START, then=route_by_choice("triage", "department", desks, default="human_desk"))
+    return builder.compile(checkpointer=checkpointer, name="support_triage")
+
+
+def _last_user_message(state: Mapping[str, Any]) -> str:
+    users = [m for m in state.get("messages", []) if isinstance(m, BaseMessage) and m.type == "human"]
+    if not users:
+        from clef_agents.graph.errors import GraphInputError
+
+        raise GraphInputError("gate 'triage' expected at least one user message in state['messages'], found none")
+    return wire.state_text(users[-1].content)
+
+
+# --------------------------------------------------------------------------- content moderation
+
+
+class ModerationState(DecisionState, total=False):
+    """State of the moderation graph: the post in, the verdict out."""
+
+    post: str
+    verdict: str
+
+
+def build_moderation(
+    model: BaseDecisionModel,
+    *,
+    chat_model: BaseChatModel | None = None,
+    policy: LanePolicy | str | Path | Mapping[str, Any] | None = None,
+    traces: TraceStore | str | Path | None = None,
+    checkpointer: Any = None,
+) -> Any:
+    """A content-moderation gate: publish or reject a post; unsure cases go to a moderator.
+
+    Example:
+        >>> build_moderation(demo_fake_model()).invoke({"post": "lovely weather today"})["verdict"]
+        'published'
+    """
+    gate = DecisionGate(
+        model, MODERATION_QUESTIONS, name="moderation", input="post", policy=policy, chat_model=chat_model, traces=traces
+    )
+    builder = StateGraph(ModerationState)
+    builder.add_node("publish", lambda state: {"verdict": "published"})
+    builder.add_node("reject", lambda state: {"verdict": "rejected"})
+    builder.add_edge("publish", END)
+    builder.add_edge("reject", END)
+    gate.attach(builder, after=START, then=route_by_noul("moderation", "violates", yes="reject", no="publish"))
+    return builder.compile(checkpointer=checkpointer, name="moderation")
+
+
+# --------------------------------------------------------------------------- tool-call approval
+
+
+@tool
+def lookup_order(order_id: str) -> str:
+    """Look up the status of an order (demo tool: returns a canned status)."""
+    return f"order {order_id}: shipped"
+
+
+@tool
+def issue_refund(order_id: str, amount: float) -> str:
+    """Refund money to the customer for an order (demo tool: nothing is paid)."""
+    return f"refunded {amount:.2f} for order {order_id}"
+
+
+@tool
+def delete_account(user_id: str) -> str:
+    """Delete a customer account and all its data (demo tool: nothing is deleted)."""
+    return f"deleted account {user_id}"
+
+
+DEMO_TOOLS = (lookup_order, issue_refund, delete_account)
+
+
+def demo_agent_model() -> FakeToolCallingChatModel:
+    """A scripted fake agent: proposes one tool call from keywords, then reports the tool output."""
+
+    def respond(messages: list[BaseMessage], tool: dict[str, Any] | None) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return AIMessage(f"Result: {last.content}")
+        text = str(last.content).lower()
+        number = (re.findall(r"\d+", text) or ["0"])[0]
+        if "refund" in text:
+            call = {"name": "issue_refund", "args": {"order_id": number, "amount": 40.0}}
+        elif "delete" in text:
+            call = {"name": "delete_account", "args": {"user_id": number}}
+        else:
+            call = {"name": "lookup_order", "args": {"order_id": number}}
+        return AIMessage("", tool_calls=[{**call, "id": f"call_{len(messages)}"}])
+
+    return FakeToolCallingChatModel(model_name="fake-scripted-agent", respond=respond)
+
+
+def build_tool_approval(
+    model: BaseDecisionModel,
+    *,
+    agent_model: BaseChatModel | None = None,
+    tools: tuple[Any, ...] = DEMO_TOOLS,
+    traces: TraceStore | str | Path | None = None,
+    hold_at: float = 0.5,
+    block_at: float = 0.97,
+    checkpointer: Any = None,
+) -> Any:
+    """An agent whose every tool call is judged first: run, wait for approval, or refuse.
+
+    Example:
+        >>> g = build_tool_approval(demo_fake_model())
+        >>> g.invoke({"messages": [("user", "where is order 12?")]})["messages"][-1].content
+        'Result: order 12: shipped'
+    """
+    agent = (agent_model or demo_agent_model()).bind_tools(list(tools))
+    gate = ToolGate(model, hold_at=hold_at, block_at=block_at, traces=traces, name="tool_gate")
+
+    def call_agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [agent.invoke(state["messages"])]}
+
+    def after_agent(state: MessagesState) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", call_agent)
+    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", after_agent, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer, name="tool_approval")
+
+
+# --------------------------------------------------------------------------- served by `langgraph dev`
+
+
+def served_settings() -> dict[str, Any]:
+    """Model, policy and traces for graphs served by ``langgraph dev`` (read from the environment)."""
+    return {
+        "model": load_decision_model(),
+        "policy": os.environ.get(POLICY_ENV) or None,
+        "traces": os.environ.get(TRACES_ENV) or "runs/traces.sqlite",
+    }
