@@ -130,3 +130,30 @@ def test_cli_convert_writes_valid_records(tmp_path, capsys):
     assert records == load_records("sms_spam", "valid", limit=25)
     assert main(["data", "convert", "nope", "--split", "train"]) == 2
     assert "unknown data set 'nope'" in capsys.readouterr().err
+
+
+@needs_data
+def test_no_test_text_reaches_train_or_valid():
+    # youtube_spam's source files repeat some test comments in train; they must be dropped.
+    for name in ("youtube_spam", "sst5", "clinc150", "sms_spam"):
+        held_out = datasets.held_out_keys(name)
+        assert held_out
+        for split in ("train", "valid"):
+            assert not {r["state"] for r in load_records(name, split)} & held_out, (name, split)
+
+
+def test_canonical_questions_are_legal_with_and_without_descriptions():
+    from clef_agents import wire
+
+    for name, spec in DATASETS.items():
+        if spec.row_criteria is not None:
+            with pytest.raises(ValueError, match="different options on every row"):
+                datasets.canonical_question(name)
+            continue
+        slots = {"hypothesis": "It rained", "question": "Did it rain?"}
+        for descriptions in (True, False):
+            question = datasets.canonical_question(name, descriptions=descriptions, slots=slots)
+            typed = wire.validate_questions({spec.question_id: question})[spec.question_id]
+            assert typed.type == spec.kind
+    bare = datasets.canonical_question("banking77", descriptions=False)
+    assert len(bare["criteria"]) == 77 and set(bare["criteria"].values()) == {None}

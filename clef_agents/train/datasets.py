@@ -534,6 +534,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 def load_rows(name: str, split: str) -> list[tuple[int, dict[str, Any]]]:
     """The raw rows of a split as ``(line index in the source file, row)`` pairs.
 
+    Train and valid rows whose text (hash key) also occurs in the test file are left out, so an
+    exact duplicate of a test example never reaches training or tuning.
+
     Example:
         >>> load_rows("sms_spam", "valid")[0][1]["label"]  # doctest: +SKIP
         'ham'
@@ -544,12 +547,28 @@ def load_rows(name: str, split: str) -> list[tuple[int, dict[str, Any]]]:
     if split not in available_splits(name):
         raise ValueError(f"{name} has no {split!r} split; available: {', '.join(available_splits(name))}")
     carved = has_carved_valid(name) and split in ("train", "valid")
-    path = _file(spec, "train" if carved else split)
-    rows = list(enumerate(_read_rows(path)))
-    if not carved:
-        return rows
-    want_valid = split == "valid"
-    return [(i, row) for i, row in rows if in_carved_valid(_row_key(spec, row)) == want_valid]
+    rows = list(enumerate(_read_rows(_file(spec, "train" if carved else split))))
+    if carved:
+        want_valid = split == "valid"
+        rows = [(i, row) for i, row in rows if in_carved_valid(_row_key(spec, row)) == want_valid]
+    if split != "test":
+        held_out = held_out_keys(name)
+        rows = [(i, row) for i, row in rows if _row_key(spec, row) not in held_out]
+    return rows
+
+
+def held_out_keys(name: str) -> frozenset[str]:
+    """The hash keys (texts) of a set's test rows; empty when it has no test file.
+
+    Example:
+        >>> len(held_out_keys("when2call"))  # doctest: +SKIP
+        300
+    """
+    spec = _spec(name)
+    path = _file(spec, "test")
+    if not path.is_file():
+        return frozenset()
+    return frozenset(_row_key(spec, row) for row in _read_rows(path))
 
 
 def load_records(name: str, split: str, limit: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
@@ -604,6 +623,34 @@ def _question(spec: DatasetSpec, row: Row, slots: Mapping[str, str]) -> dict[str
     question: dict[str, Any] = {"type": spec.kind, "instructions": instruction}
     if criteria is not None:
         question["criteria"] = dict(criteria) if isinstance(criteria, Mapping) else list(criteria)
+    return question
+
+
+def canonical_question(name: str, descriptions: bool = True, slots: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A set's question as System One JSON, optionally with bare option names (descriptions null).
+
+    Bare names are what a zero-shot evaluation "with label names as options" asks. Sets whose
+    options change per row (COPA) have no single question and raise ``ValueError``.
+
+    Example:
+        >>> canonical_question("hate_offensive", descriptions=False)["criteria"]
+        {'hate_speech': None, 'offensive_language': None, 'neither': None}
+    """
+    spec = _spec(name)
+    if spec.row_criteria is not None:
+        raise ValueError(f"{name} has different options on every row; build its questions with load_records")
+    question: dict[str, Any] = {"type": spec.kind, "instructions": spec.instruction_variants(slots)[0]}
+    if spec.criteria is None:
+        return question
+    if isinstance(spec.criteria, Mapping):
+        if spec.kind == "noul":
+            question["criteria"] = dict(spec.criteria) if descriptions else None
+            if question["criteria"] is None:
+                del question["criteria"]
+        else:
+            question["criteria"] = {k: (v if descriptions else None) for k, v in spec.criteria.items()}
+    else:
+        question["criteria"] = list(spec.criteria)
     return question
 
 
