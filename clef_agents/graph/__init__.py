@@ -19,6 +19,16 @@ if TYPE_CHECKING:
     from clef_agents.graph.escalation import HumanEscalationNode, LLMEscalationNode, parse_review
     from clef_agents.graph.fakes import FakeToolCallingChatModel
     from clef_agents.graph.node import DecisionNode
+    from clef_agents.graph.ready import (
+        DEMO_MESSAGES,
+        build_moderation,
+        build_support_triage,
+        build_tool_approval,
+        demo_agent_model,
+        demo_escalation_llm,
+        demo_fake_model,
+        load_decision_model,
+    )
     from clef_agents.graph.routing import (
         DecisionGate,
         decided_label,
@@ -41,6 +51,14 @@ _dynamic_imports: dict[str, str] = {
     "parse_review": "escalation",
     "FakeToolCallingChatModel": "fakes",
     "DecisionNode": "node",
+    "DEMO_MESSAGES": "ready",
+    "build_moderation": "ready",
+    "build_support_triage": "ready",
+    "build_tool_approval": "ready",
+    "demo_agent_model": "ready",
+    "demo_escalation_llm": "ready",
+    "demo_fake_model": "ready",
+    "load_decision_model": "ready",
     "DecisionGate": "routing",
     "decided_label": "routing",
     "gate_lane": "routing",

@@ -1,0 +1,13 @@
+"""Support triage, served by `langgraph dev --config graphs/langgraph.json`.
+
+The decision model comes from $CLEF_AGENTS_MODEL ("mini" by default, "fake" for the keyword-scripted
+fake); the escalation LLM is a scripted fake. Lane policy: $CLEF_AGENTS_POLICY; traces:
+$CLEF_AGENTS_TRACES (default runs/traces.sqlite).
+"""
+
+from clef_agents.graph.ready import build_support_triage, demo_escalation_llm, served_settings
+
+_settings = served_settings()
+graph = build_support_triage(
+    _settings["model"], chat_model=demo_escalation_llm(), policy=_settings["policy"], traces=_settings["traces"]
+)
