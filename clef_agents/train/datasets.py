@@ -568,7 +568,13 @@ def held_out_keys(name: str) -> frozenset[str]:
     path = _file(spec, "test")
     if not path.is_file():
         return frozenset()
-    return frozenset(_row_key(spec, row) for row in _read_rows(path))
+    return _keys_of_file(name, str(path), path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=64)
+def _keys_of_file(name: str, path: str, mtime_ns: int) -> frozenset[str]:
+    spec = DATASETS[name]
+    return frozenset(_row_key(spec, row) for row in _read_rows(Path(path)))
 
 
 def load_records(name: str, split: str, limit: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
