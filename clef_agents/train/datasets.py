@@ -50,7 +50,9 @@ class DatasetSpec:
 
     name: str
     folder: str
+    """Folder under the data root, e.g. ``banking77`` or ``nli/rte``."""
     kind: str
+    """``noul``, ``choice`` or ``score``."""
     question_id: str
     licence: str
     attribution: str
@@ -67,7 +69,6 @@ class DatasetSpec:
     """True when option names mean nothing without their descriptions (COPA's choice1/choice2)."""
     always_keep: tuple[str, ...] = ()
     """Options that augmentation never drops from a subset (clinc150's ``oos``: the instruction names it)."""
-    """True when option names mean nothing without their descriptions (COPA's choice1/choice2)."""
 
     def instruction_variants(self, row_slots: Mapping[str, str] | None = None) -> list[str]:
         """Every paraphrase of this set's instruction, filled with a row's slots.
