@@ -275,4 +275,4 @@ def _probabilities(answer: Mapping[str, Any] | None) -> dict[str, float] | None:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, default=str)
