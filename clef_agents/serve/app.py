@@ -48,6 +48,7 @@ access_logger = logging.getLogger("clef_agents.serve.access")
 
 AnswerFunction = Callable[[ClassifierRequest], Awaitable[ClassifierResponse]]
 ModelLoader = Callable[[], BaseDecisionModel]
+StatsFunction = Callable[[], dict[str, Any]]
 
 DEFAULT_ALIASES = ("jev-latest",)
 
@@ -83,8 +84,9 @@ class ServerSettings:
 class _ServerState:
     """What the routes share: the model once loaded, the batcher, the settings."""
 
-    def __init__(self, settings: ServerSettings, answer: AnswerFunction | None) -> None:
+    def __init__(self, settings: ServerSettings, answer: AnswerFunction | None, stats: StatsFunction | None) -> None:
         self.settings = settings
+        self.stats_fn = stats
         self.model: BaseDecisionModel | None = None
         self.batcher: MicroBatcher | None = None
         self.answer_fn = answer
@@ -269,12 +271,14 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ready", "model": server.served_name})
 
 
-async def stats(request: Request) -> Response:
+async def stats_route(request: Request) -> Response:
     """``GET /v1/stats``: micro-batching counters (batches, mean size, histogram, queue depth)."""
     server = _state(request)
     if (failure := _auth_failure(request)) is not None:
         return failure
-    return JSONResponse(server.batcher.stats() if server.batcher is not None else {"batches": None})
+    if server.stats_fn is not None:
+        return JSONResponse(server.stats_fn())
+    return JSONResponse(server.batcher.stats() if server.batcher is not None else {"batches": 0})
 
 
 async def openapi(request: Request) -> Response:
@@ -351,10 +355,12 @@ def create_app(
     loader: ModelLoader | None = None,
     settings: ServerSettings | None = None,
     answer: AnswerFunction | None = None,
+    stats: StatsFunction | None = None,
 ) -> ASGIApp:
     """Build the ASGI app for a model (or a ``loader`` run in the background at startup).
 
-    ``answer`` replaces the built-in micro-batcher with another coroutine (``request -> response``).
+    ``answer`` replaces the built-in micro-batcher with another coroutine (``request -> response``),
+    and ``stats`` the batcher's counters shown at ``/v1/stats``.
     While a ``loader`` runs, ``/readyz`` and ``/v1/systemone`` answer 503.
 
     Example:
@@ -363,7 +369,7 @@ def create_app(
     """
     if (model is None) == (loader is None):
         raise ValueError("pass exactly one of model= or loader=")
-    server = _ServerState(settings or ServerSettings(), answer)
+    server = _ServerState(settings or ServerSettings(), answer, stats)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -384,7 +390,7 @@ def create_app(
         routes=[
             Route("/v1/systemone", systemone, methods=["POST"]),
             Route("/v1/models", list_models, methods=["GET"]),
-            Route("/v1/stats", stats, methods=["GET"]),
+            Route("/v1/stats", stats_route, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),

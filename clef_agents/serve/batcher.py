@@ -45,7 +45,7 @@ class _Pending:
 
 
 def answer_batch(model: BaseDecisionModel, requests: Sequence[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
-    """Answer requests with one ``model.batch`` call; on failure, answer each on its own.
+    """Answer requests with one ``model.batch`` call; if the whole call fails, answer each on its own.
 
     Returns one response or exception per request, in order.
 
@@ -59,8 +59,8 @@ def answer_batch(model: BaseDecisionModel, requests: Sequence[ClassifierRequest]
     if len(requests) == 1:
         return [_invoke_one(model, requests[0])]
     try:
-        return list(model.batch(list(requests)))
-    except Exception:  # noqa: BLE001 — isolate the failing request(s) below
+        return list(model.batch(list(requests), return_exceptions=True))
+    except Exception:  # noqa: BLE001 — the whole batch failed: isolate the failing request(s)
         logger.warning("a batch of %d failed; answering its requests one by one", len(requests), exc_info=True)
         return [_invoke_one(model, request) for request in requests]
 
@@ -70,6 +70,23 @@ def _invoke_one(model: BaseDecisionModel, request: ClassifierRequest) -> Classif
         return model.invoke(request)
     except Exception as exc:  # noqa: BLE001 — handed back to the request that caused it
         return exc
+
+
+def batch_stats(batch_sizes: Counter[int]) -> dict[str, Any]:
+    """Summary of a batch-size histogram.
+
+    Example:
+        >>> batch_stats(Counter({1: 2, 4: 1}))["mean_batch_size"]
+        2.0
+    """
+    batches = sum(batch_sizes.values())
+    requests = sum(size * count for size, count in batch_sizes.items())
+    return {
+        "batches": batches,
+        "requests": requests,
+        "mean_batch_size": round(requests / batches, 3) if batches else 0.0,
+        "batch_size_histogram": {str(k): v for k, v in sorted(batch_sizes.items())},
+    }
 
 
 class MicroBatcher:
@@ -143,14 +160,9 @@ class MicroBatcher:
         return self._queue.qsize() if self._queue is not None else 0
 
     def stats(self) -> dict[str, Any]:
-        """Batches run so far: count, requests, mean size and the size histogram."""
-        batches = sum(self.batch_sizes.values())
-        requests = sum(size * count for size, count in self.batch_sizes.items())
+        """Batches run so far: count, requests, mean size, the size histogram, the queue depth."""
         return {
-            "batches": batches,
-            "requests": requests,
-            "mean_batch_size": round(requests / batches, 3) if batches else 0.0,
-            "batch_size_histogram": {str(k): v for k, v in sorted(self.batch_sizes.items())},
+            **batch_stats(self.batch_sizes),
             "queue_depth": self.queue_depth,
             "max_batch_size": self.max_batch_size,
             "max_wait_ms": self.max_wait_s * 1000,
