@@ -1,4 +1,4 @@
-"""Content-moderation gate, served by `langgraph dev --config graphs/langgraph.json`.
+"""Content-moderation gate, served by `cd graphs && langgraph dev`.
 
 Input: {"post": "..."}; output: "verdict" ("published" or "rejected"); unsure posts wait for a
 moderator (interrupt). Model, policy and traces are chosen as in support_triage.py.

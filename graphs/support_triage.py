@@ -1,8 +1,8 @@
-"""Support triage, served by `langgraph dev --config graphs/langgraph.json`.
+"""Support triage, served by `cd graphs && langgraph dev`.
 
 The decision model comes from $CLEF_AGENTS_MODEL ("mini" by default, "fake" for the keyword-scripted
 fake); the escalation LLM is a scripted fake. Lane policy: $CLEF_AGENTS_POLICY; traces:
-$CLEF_AGENTS_TRACES (default runs/traces.sqlite).
+$CLEF_AGENTS_TRACES (default ~/.cache/clef_agents/traces.sqlite).
 """
 
 from clef_agents.graph.ready import build_support_triage, demo_escalation_llm, served_settings

@@ -1,4 +1,4 @@
-"""Tool-call approval for an agent, served by `langgraph dev --config graphs/langgraph.json`.
+"""Tool-call approval for an agent, served by `cd graphs && langgraph dev`.
 
 The agent is a scripted fake that proposes one demo tool call per user message; every call is
 judged by the decision model first (run, wait for approval, or refuse).

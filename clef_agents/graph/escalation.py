@@ -398,8 +398,14 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     async def ainvoke(
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """Async ``invoke`` (the interrupt itself is not async work)."""
-        return self.invoke(input, config)
+        """Async ``invoke``: the interrupt runs in the loop, the trace write in a thread."""
+        entry = _entry(input, self.gate.name)
+        open_ids = pending_questions(entry)
+        if not open_ids:
+            return {}
+        questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in open_ids}
+        labels, info = self._ask(review_payload(entry, questions), questions)
+        return await asyncio.to_thread(self._apply, entry, labels, info)
 
     def _ask(self, payload: dict[str, Any], questions: Mapping[str, wire.TextQuestion]) -> tuple[dict[str, Any], dict[str, Any]]:
         attempts = 0

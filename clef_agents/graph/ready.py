@@ -388,5 +388,5 @@ def served_settings() -> dict[str, Any]:
     return {
         "model": load_decision_model(),
         "policy": os.environ.get(POLICY_ENV) or None,
-        "traces": os.environ.get(TRACES_ENV) or "runs/traces.sqlite",
+        "traces": os.environ.get(TRACES_ENV) or Path.home() / ".cache" / "clef_agents" / "traces.sqlite",
     }

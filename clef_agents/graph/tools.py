@@ -295,6 +295,11 @@ class ToolGate:
 
     def approve(self, tool_call: Mapping[str, Any], verdict: GateVerdict) -> tuple[bool, str | None]:
         """Ask a person through ``interrupt()``; an answer of the wrong shape asks again."""
+        approved, reason = self._ask_approval(tool_call, verdict)
+        self._record_approval(verdict, approved, reason)
+        return approved, reason
+
+    def _ask_approval(self, tool_call: Mapping[str, Any], verdict: GateVerdict) -> tuple[bool, str | None]:
         payload: dict[str, Any] = {
             "kind": APPROVAL_KIND,
             "gate": self.name,
@@ -311,9 +316,11 @@ class ToolGate:
                 break
             except ReviewInputError as exc:
                 payload = {**payload, "error": str(exc)}
+        return approved, reason
+
+    def _record_approval(self, verdict: GateVerdict, approved: bool, reason: str | None) -> None:
         if self.traces is not None and verdict.trace_id is not None:
             self.traces.record_outcome(verdict.trace_id, QUESTION_ID, not approved, "human", {"approved": approved, "reason": reason})
-        return approved, reason
 
     def refusal(self, tool_call: Mapping[str, Any], reason: str) -> ToolMessage:
         """The message the model gets instead of the tool's output."""
@@ -346,8 +353,15 @@ class ToolGate:
         if not self._guards(call.get("name")):
             return await handler(request)
         verdict = await self.ajudge(call, _messages(request.state), request.tool, _thread_id())
-        outcome = self._act(request, lambda r: _RUN, verdict)
-        return await handler(request) if outcome is _RUN else outcome
+        if verdict.action == "allow":
+            return await handler(request)
+        if verdict.action == "block":
+            return self.refusal(call, f"it was blocked by the tool gate ({verdict.reason})")
+        approved, reason = self._ask_approval(call, verdict)
+        await asyncio.to_thread(self._record_approval, verdict, approved, reason)
+        if approved:
+            return await handler(request)
+        return self.refusal(call, "a reviewer rejected it" + (f" ({reason})" if reason else ""))
 
     def _act(self, request: Any, handler: Callable[[Any], Any], verdict: GateVerdict) -> Any:
         call = request.tool_call
@@ -421,9 +435,6 @@ class ToolGate:
             "guarded": None if self.guarded is None else sorted(self.guarded),
             "question": wire.question_to_wire(self.questions[QUESTION_ID]),
         }
-
-
-_RUN: Any = object()
 
 
 def _messages(state: Any) -> list[Any]:

@@ -1,0 +1,112 @@
+"""`langgraph dev` serves the ready graphs: a run through an interrupt and a resume with langgraph-sdk."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from clef_agents.graph import TraceStore
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "graphs" / "langgraph.json"
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+
+pytestmark = pytest.mark.skipif(not LANGGRAPH.exists(), reason="langgraph-cli[inmem] is not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "LANGGRAPH_NO_VERSION_CHECK": "true",
+        "HF_HUB_OFFLINE": "1",
+        "CLEF_AGENTS_MODEL": "fake",
+        "CLEF_AGENTS_TRACES": str(tmp_path / "traces.sqlite"),
+    }
+    workdir = CONFIG.parent  # graph paths in langgraph.json are relative to it; .langgraph_api/ is gitignored
+    shutil.rmtree(workdir / ".langgraph_api", ignore_errors=True)
+    log = (tmp_path / "server.log").open("w")
+    proc = subprocess.Popen(
+        [str(LANGGRAPH), "dev", "--config", str(CONFIG), "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited ({proc.returncode}):\n{(tmp_path / 'server.log').read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"langgraph dev did not answer on {url}:\n{(tmp_path / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield url, tmp_path / "traces.sqlite"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+        shutil.rmtree(workdir / ".langgraph_api", ignore_errors=True)
+
+
+def test_support_triage_interrupts_and_resumes_over_http(server):
+    from langgraph_sdk import get_sync_client
+
+    url, traces_path = server
+    client = get_sync_client(url=url)
+    thread = client.threads.create()
+    paused = client.runs.wait(
+        thread["thread_id"], "support_triage", input={"messages": [{"role": "user", "content": "Hello? Is anyone there?"}]}
+    )
+    review = paused["__interrupt__"][0]["value"]
+    assert review["kind"] == "clef_agents.review"
+    assert list(review["questions"]) == ["department"]
+    assert review["questions"]["department"]["lane"] == "human"
+    done = client.runs.wait(
+        thread["thread_id"], "support_triage", command={"resume": {"answers": {"department": "sales"}, "reviewer": "sdk-test"}}
+    )
+    assert done["destination"] == "sales_desk"
+    assert done["decisions"]["triage"]["final"]["department"]["source"] == "human"
+    records = TraceStore(traces_path).export_records(sources=["human"])
+    assert [r["labels"] for r in records] == [{"department": "sales"}]
+
+
+def test_moderation_graph_is_served(server):
+    from langgraph_sdk import get_sync_client
+
+    url, _ = server
+    client = get_sync_client(url=url)
+    assert {a["graph_id"] for a in client.assistants.search()} >= {"support_triage", "tool_approval", "moderation"}
+    thread = client.threads.create()
+    done = client.runs.wait(thread["thread_id"], "moderation", input={"post": "click http://spam.example buy now"})
+    assert done["verdict"] == "rejected"
