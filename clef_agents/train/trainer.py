@@ -49,7 +49,6 @@ class TrainSettings:
     log_every: int = 25
     save_every: int = 250
     augment: bool = True
-    derived_nouls: int = 1
     max_train_state_tokens: int | None = 128
     threads: int | None = None
     dataset_weights: dict[str, float] = field(default_factory=dict)
@@ -131,13 +130,7 @@ def _augmenter(settings: TrainSettings) -> Callable[[dict[str, Any], random.Rand
     from clef_agents.train import augment  # noqa: PLC0415
 
     config = augment.AugmentConfig()
-
-    def apply(record: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-        if settings.derived_nouls:
-            record = augment.expand_with_derived_nouls(record, rng, settings.derived_nouls)
-        return augment.augment_record(record, rng, config)
-
-    return apply
+    return lambda record, rng: augment.augment_record(record, rng, config)
 
 
 def _lr_lambda(settings: TrainSettings) -> Callable[[int], float]:
@@ -204,7 +197,7 @@ def train(
             torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
             optimizer.step()
             scheduler.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             done = step + 1 - start_step
             rate = done * settings.batch_size / max(1e-9, time.time() - began)
             bar.set_postfix(loss=f"{sum(losses[-25:]) / len(losses[-25:]):.4f}", ex_s=f"{rate:.1f}")

@@ -1,0 +1,137 @@
+"""Post-hoc calibration: Platt scaling for nouls, one temperature for choices and one for scores,
+fitted by minimising the NLL of held-out records and saved in the checkpoint config.
+
+Example:
+    >>> from clef_agents.train.calibration import fit_calibration  # doctest: +SKIP
+    >>> fit_calibration(model, valid_records)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from clef_agents import wire
+from clef_agents.model.config import Calibration
+from clef_agents.model.decision_model import ClefDecisionModel
+from clef_agents.train.trainer import record_to_example
+
+CHUNK = 64
+
+
+@dataclass
+class RawLogits:
+    """Uncalibrated option logits of one question, with its type and gold index."""
+
+    kind: str
+    logits: torch.Tensor
+    gold: int
+    dataset: str
+
+
+@torch.no_grad()
+def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], progress: bool = True) -> list[RawLogits]:
+    """Run the model over labelled records and keep the raw logits of every question."""
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
+    engine = model.engine
+    engine.train_mode(False)
+    out: list[RawLogits] = []
+    for start in tqdm(range(0, len(records), CHUNK), desc="logits", disable=not progress, unit="batch"):
+        chunk = records[start : start + CHUNK]
+        examples = [record_to_example(r) for r in chunk]
+        batch = engine.encode([(text, qs) for text, qs, _ in examples])
+        logits = engine.logits(batch).float().cpu()
+        for i, (spans, (_, questions, gold)) in enumerate(zip(batch.spans, examples)):
+            dataset = chunk[i].get("meta", {}).get("dataset", "?")
+            for (a, b), question, target in zip(spans, questions, gold):
+                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset))
+    return out
+
+
+def _fit_temperature(items: list[RawLogits]) -> float:
+    if not items:
+        return 1.0
+    log_t = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.LBFGS([log_t], lr=0.1, max_iter=100)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = torch.stack([F.cross_entropy((it.logits / log_t.exp()).unsqueeze(0), torch.tensor([it.gold])) for it in items]).mean()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return float(log_t.exp().clamp(0.05, 20.0))
+
+
+def _fit_platt(items: list[RawLogits]) -> tuple[float, float]:
+    if not items:
+        return 1.0, 0.0
+    margins = torch.stack([it.logits[0] - it.logits[1] for it in items])
+    targets = torch.tensor([1.0 if it.gold == 0 else 0.0 for it in items])
+    a = torch.ones((), requires_grad=True)
+    b = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.LBFGS([a, b], lr=0.1, max_iter=100)
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(a * margins + b, targets)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return float(a), float(b)
+
+
+def _per_dataset_sample(records: Sequence[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:
+    """At most ``cap`` records per dataset (seeded), so no one set dominates the fit."""
+    by_dataset: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_dataset.setdefault(record.get("meta", {}).get("dataset", "?"), []).append(record)
+    rng = random.Random(seed)
+    chosen: list[dict[str, Any]] = []
+    for name in sorted(by_dataset):
+        rows = by_dataset[name]
+        chosen.extend(rng.sample(rows, cap) if len(rows) > cap else rows)
+    return chosen
+
+
+def fit_calibration(
+    model: ClefDecisionModel,
+    records: Sequence[dict[str, Any]],
+    *,
+    max_per_dataset: int = 300,
+    seed: int = 0,
+    progress: bool = True,
+) -> Calibration:
+    """Fit calibration on held-out labelled records and store it in the model's config.
+
+    Example:
+        >>> cal = fit_calibration(model, valid_records)  # doctest: +SKIP
+        >>> cal.choice_temperature  # doctest: +SKIP
+        1.3
+    """
+    records = _per_dataset_sample(records, max_per_dataset, seed)
+    if not records:
+        raise ValueError("calibration needs labelled records, got none")
+    items = collect_logits(model, records, progress=progress)
+    a, b = _fit_platt([it for it in items if it.kind == "noul"])
+    calibration = Calibration(
+        noul_a=a,
+        noul_b=b,
+        choice_temperature=_fit_temperature([it for it in items if it.kind == "choice"]),
+        score_temperature=_fit_temperature([it for it in items if it.kind == "score"]),
+        fitted_on={
+            "records": len(records),
+            "questions": {kind: sum(it.kind == kind for it in items) for kind in wire.QUESTION_TYPES},
+            "datasets": sorted({it.dataset for it in items}),
+        },
+    )
+    model.engine.config.calibration = calibration
+    return calibration

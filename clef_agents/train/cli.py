@@ -1,0 +1,158 @@
+"""``clef-agents train | calibrate | eval``.
+
+Example:
+    $ clef-agents train --out runs/mini --steps 3000 --name mini
+    $ clef-agents calibrate --model runs/mini/final --records valid.jsonl --out runs/mini/recalibrated
+    $ clef-agents eval --model mini --datasets banking77 sms_spam --report-dir reports/mini
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the train, calibrate and eval subcommands."""
+    train = subparsers.add_parser("train", help="train LoRA + head on decision records (background-friendly)")
+    train.add_argument("--out", required=True, help="run folder (resumable; final checkpoint in OUT/final)")
+    train.add_argument("--records", nargs="*", default=None, help="JSONL decision records; default: the mini mixture of ../shared/data")
+    train.add_argument("--valid-records", nargs="*", default=None, help="held-out JSONL records for calibration")
+    train.add_argument("--exclude", nargs="*", default=[], help="datasets to leave out of the mixture (e.g. banking77 for zero-shot)")
+    train.add_argument("--backbone", default="minilm")
+    train.add_argument("--name", default="mini")
+    train.add_argument("--steps", type=int, default=3000)
+    train.add_argument("--batch-size", type=int, default=32)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threads", type=int, default=None)
+    train.add_argument("--no-resume", action="store_true")
+    train.add_argument("--no-progress", action="store_true")
+    train.set_defaults(func=_run_train)
+
+    calibrate = subparsers.add_parser(
+        "calibrate", help="refit probability calibration on labelled records, or fit lane thresholds (--max-auto-error)"
+    )
+    calibrate.add_argument("--model", default=None, help="checkpoint folder or 'mini'")
+    calibrate.add_argument("--records", nargs="+", required=True, help="labelled JSONL decision records")
+    calibrate.add_argument("--out", default=None, help="folder for the recalibrated checkpoint (probability calibration)")
+    try:
+        from clef_agents.thresholds.cli import add_lane_arguments  # noqa: PLC0415
+
+        add_lane_arguments(calibrate)
+    except ImportError:
+        pass
+    calibrate.set_defaults(func=_run_calibrate)
+
+    evaluate = subparsers.add_parser("eval", help="accuracy, macro-F1, NLL, Brier, ECE, coverage; JSON + markdown + PNG")
+    evaluate.add_argument("--model", default="mini")
+    evaluate.add_argument("--datasets", nargs="*", default=None, help="dataset names (default: all with a test split)")
+    evaluate.add_argument("--records", nargs="*", default=None, help="JSONL decision records instead of datasets")
+    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--limit", type=int, default=None, help="at most this many records per dataset (seeded sample)")
+    evaluate.add_argument("--report-dir", default="reports/eval")
+    evaluate.add_argument("--uncalibrated", action="store_true", help="also report metrics before calibration")
+    evaluate.set_defaults(func=_run_eval)
+
+
+def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
+    from clef_agents.train.records import read_records  # noqa: PLC0415
+
+    return [record for path in paths for record in read_records(path)]
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from clef_agents.model.config import ClefConfig  # noqa: PLC0415
+    from clef_agents.train.calibration import fit_calibration  # noqa: PLC0415
+    from clef_agents.train.recipes import MINI_MIXTURE, mixture_records  # noqa: PLC0415
+    from clef_agents.train.trainer import TrainSettings, train  # noqa: PLC0415
+
+    out = Path(args.out)
+    weights: dict[str, float] = {}
+    if args.records:
+        train_records = _read_jsonl(args.records)
+        valid_records = _read_jsonl(args.valid_records or [])
+    else:
+        train_records, weights = mixture_records(MINI_MIXTURE, "train", tuple(args.exclude))
+        valid_records, _ = mixture_records(MINI_MIXTURE, "valid", tuple(args.exclude))
+    print(f"training on {len(train_records)} records ({len(weights) or 'custom'} datasets); {len(valid_records)} held out for calibration")
+    config = ClefConfig(name=args.name, backbone=args.backbone)
+    model = _fresh(config)
+    settings = TrainSettings(steps=args.steps, batch_size=args.batch_size, seed=args.seed, threads=args.threads, dataset_weights=weights)
+    summary = train(model, train_records, settings, out, resume=not args.no_resume, progress=not args.no_progress)
+    if valid_records:
+        fit_calibration(model, valid_records, progress=not args.no_progress)
+    model.engine.config.trained = True
+    model.engine.config.data_card = _data_card(summary, weights, args, len(train_records))
+    final = model.save_pretrained(out / "final")
+    (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "losses"}, indent=2))
+    print(f"saved {final} (loss {summary['first_loss']:.3f} → {summary['final_loss']:.3f}, {summary['wall_time_s'] / 60:.1f} min)")
+    return 0
+
+
+def _fresh(config: Any) -> Any:
+    import warnings  # noqa: PLC0415
+
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning  # noqa: PLC0415
+    from clef_agents.model.engine import DecisionEngine  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrainedModelWarning)
+        return ClefDecisionModel(DecisionEngine.create(config))
+
+
+def _data_card(summary: dict[str, Any], weights: dict[str, float], args: argparse.Namespace, n_records: int) -> dict[str, Any]:
+    return {
+        "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "datasets": sorted(weights) if weights else [str(p) for p in args.records],
+        "excluded": list(args.exclude),
+        "train_records": n_records,
+        "steps": summary["steps"],
+        "batch_size": args.batch_size,
+        "wall_time_s": round(summary["wall_time_s"], 1),
+        "examples_per_s": round(summary["examples_per_s"], 2),
+        "loss_first": summary["first_loss"],
+        "loss_final": summary["final_loss"],
+        "command": "clef-agents train " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+                                                   if k in ("out", "steps", "batch_size", "seed", "name") ) +
+                   (" --exclude " + " ".join(args.exclude) if args.exclude else ""),
+    }
+
+
+def _run_calibrate(args: argparse.Namespace) -> int:
+    if getattr(args, "max_auto_error", None) is not None:
+        from clef_agents.thresholds.cli import run_lane_fit  # noqa: PLC0415
+
+        return run_lane_fit(args)
+    if not args.model or not args.out:
+        raise ValueError("probability calibration needs --model and --out (or pass --max-auto-error to fit lane thresholds)")
+    from clef_agents.model import ClefDecisionModel  # noqa: PLC0415
+    from clef_agents.train.calibration import fit_calibration  # noqa: PLC0415
+    from clef_agents.train.evaluate import summarise_calibration  # noqa: PLC0415
+
+    model = ClefDecisionModel.from_pretrained(args.model)
+    records = _read_jsonl(args.records)
+    before = summarise_calibration(model, records)
+    calibration = fit_calibration(model, records)
+    after = summarise_calibration(model, records)
+    folder = model.save_pretrained(args.out)
+    print(json.dumps({"calibration": calibration.model_dump(), "before": before, "after": after, "saved": str(folder)}, indent=2))
+    return 0
+
+
+def _run_eval(args: argparse.Namespace) -> int:
+    from clef_agents.train.evaluate import run_evaluation  # noqa: PLC0415
+
+    report = run_evaluation(
+        model_ref=args.model,
+        datasets=args.datasets,
+        record_files=args.records,
+        split=args.split,
+        limit=args.limit,
+        report_dir=Path(args.report_dir),
+        with_uncalibrated=args.uncalibrated,
+    )
+    print((Path(args.report_dir) / "report.md").read_text())
+    return 0 if report else 1
