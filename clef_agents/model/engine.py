@@ -249,8 +249,13 @@ class DecisionEngine:
         tokens = self.backbone.tokenizer(
             texts, padding=True, truncation=True, max_length=128, return_tensors="pt"
         ).to(self.device)
-        with self._adapters_disabled():
-            hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
+        was_training = self.network.training
+        self.network.eval()  # schema embeddings are frozen and cached: never with dropout
+        try:
+            with self._adapters_disabled():
+                hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
+        finally:
+            self.network.train(was_training)
         return _mean_pool(hidden, tokens["attention_mask"]).float().cpu()
 
     def _adapters_disabled(self):

@@ -86,7 +86,7 @@ def _fit_platt(items: list[RawLogits]) -> tuple[float, float]:
         return loss
 
     optimizer.step(closure)
-    return float(a), float(b)
+    return float(a.detach()), float(b.detach())
 
 
 def _per_dataset_sample(records: Sequence[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:

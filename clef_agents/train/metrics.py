@@ -1,0 +1,144 @@
+"""Quality metrics over probability vectors (pure Python + numpy).
+
+ECE uses 15 equal-width bins of the top-label confidence (for nouls, of p(yes) against the yes
+rate), as DESIGN §7 fixes. Coverage at a precision target is the largest share of decisions,
+taken in order of falling confidence, whose precision stays at or above the target.
+
+Example:
+    >>> m = classification_metrics([[0.9, 0.1], [0.2, 0.8]], [0, 1])
+    >>> m["accuracy"]
+    1.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+ECE_BINS = 15
+
+
+def expected_calibration_error(confidence: Sequence[float], correct: Sequence[float], bins: int = ECE_BINS) -> float:
+    """Σ_b |B_b|/N · |mean(correct in b) − mean(confidence in b)| over equal-width bins.
+
+    Example:
+        >>> round(expected_calibration_error([0.9, 0.9], [1, 1]), 3)
+        0.1
+    """
+    conf = np.asarray(confidence, dtype=float)
+    hit = np.asarray(correct, dtype=float)
+    if conf.size == 0:
+        return float("nan")
+    index = np.minimum((conf * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in range(bins):
+        mask = index == b
+        if mask.any():
+            total += mask.sum() / conf.size * abs(hit[mask].mean() - conf[mask].mean())
+    return float(total)
+
+
+def reliability_bins(confidence: Sequence[float], correct: Sequence[float], bins: int = ECE_BINS) -> list[dict[str, float]]:
+    """Per-bin mean confidence, accuracy and count (for reliability diagrams)."""
+    conf = np.asarray(confidence, dtype=float)
+    hit = np.asarray(correct, dtype=float)
+    index = np.minimum((conf * bins).astype(int), bins - 1)
+    out = []
+    for b in range(bins):
+        mask = index == b
+        out.append({
+            "low": b / bins,
+            "high": (b + 1) / bins,
+            "count": int(mask.sum()),
+            "confidence": float(conf[mask].mean()) if mask.any() else float("nan"),
+            "accuracy": float(hit[mask].mean()) if mask.any() else float("nan"),
+        })
+    return out
+
+
+def coverage_at_precision(confidence: Sequence[float], correct: Sequence[float], target: float) -> dict[str, float]:
+    """Largest automatic share whose precision is ≥ ``target`` when deciding the most confident first.
+
+    Example:
+        >>> coverage_at_precision([0.99, 0.9, 0.6], [1, 1, 0], 0.99)["coverage"]
+        0.6666666666666666
+    """
+    conf = np.asarray(confidence, dtype=float)
+    hit = np.asarray(correct, dtype=float)
+    if conf.size == 0:
+        return {"coverage": 0.0, "threshold": float("nan")}
+    order = np.argsort(-conf, kind="stable")
+    cumulative = np.cumsum(hit[order]) / np.arange(1, conf.size + 1)
+    sorted_conf = conf[order]
+    # only cut between distinct confidences: a threshold cannot split ties
+    boundary = np.append(sorted_conf[1:] < sorted_conf[:-1], True)
+    ok = np.where((cumulative >= target) & boundary)[0]
+    if ok.size == 0:
+        return {"coverage": 0.0, "threshold": float("nan")}
+    last = int(ok.max())
+    return {"coverage": (last + 1) / conf.size, "threshold": float(sorted_conf[last])}
+
+
+def macro_f1(predicted: Sequence[int], gold: Sequence[int], n_classes: int) -> float:
+    """Unweighted mean F1 over the classes that occur in gold or predictions."""
+    pred = np.asarray(predicted)
+    true = np.asarray(gold)
+    scores = []
+    for c in range(n_classes):
+        tp = int(((pred == c) & (true == c)).sum())
+        fp = int(((pred == c) & (true != c)).sum())
+        fn = int(((pred != c) & (true == c)).sum())
+        if tp + fp + fn == 0:
+            continue
+        scores.append(2 * tp / (2 * tp + fp + fn))
+    return float(np.mean(scores)) if scores else float("nan")
+
+
+def classification_metrics(probabilities: Sequence[Sequence[float]], gold: Sequence[int], kind: str = "choice") -> dict[str, Any]:
+    """Accuracy, macro-F1, NLL, Brier, ECE and coverage at 95 % / 99 % precision for one question type.
+
+    ``kind="noul"`` bins ECE on p(yes) (index 0) and adds F1 of the yes class; ``kind="score"``
+    adds the mean absolute level error of the mode and of the expectation.
+    """
+    n = len(gold)
+    if n == 0:
+        return {"n": 0}
+    width = max(len(p) for p in probabilities)
+    probs = np.array([list(p) + [0.0] * (width - len(p)) for p in probabilities], dtype=float)
+    true = np.asarray(gold)
+    pred = probs.argmax(1)
+    top = probs.max(1)
+    correct = (pred == true).astype(float)
+    picked = np.clip(probs[np.arange(n), true], 1e-12, 1.0)
+    one_hot = np.zeros_like(probs)
+    one_hot[np.arange(n), true] = 1.0
+    metrics: dict[str, Any] = {
+        "n": n,
+        "accuracy": float(correct.mean()),
+        "macro_f1": macro_f1(pred, true, width),
+        "nll": float(-np.log(picked).mean()),
+        "brier": float(((probs - one_hot) ** 2).sum(1).mean()),
+        "ece": expected_calibration_error(top, correct),
+        "coverage_at_95": coverage_at_precision(top, correct, 0.95),
+        "coverage_at_99": coverage_at_precision(top, correct, 0.99),
+    }
+    if kind == "noul":
+        yes = probs[:, 0]
+        metrics["ece_p_yes"] = expected_calibration_error(yes, (true == 0).astype(float))
+        tp = int(((pred == 0) & (true == 0)).sum())
+        fp = int(((pred == 0) & (true != 0)).sum())
+        fn = int(((pred != 0) & (true == 0)).sum())
+        metrics["f1_yes"] = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else float("nan")
+    if kind == "score":
+        levels = np.arange(width)
+        metrics["mae_mode"] = float(np.abs(pred - true).mean())
+        metrics["mae_expected"] = float(np.abs((probs * levels).sum(1) - true).mean())
+    return metrics
+
+
+def is_finite_number(value: Any) -> bool:
+    """True for a real, finite number (used when rendering reports)."""
+    return isinstance(value, (int, float)) and math.isfinite(value)
