@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -119,6 +120,7 @@ class MicroBatcher:
         self.max_wait_s = max_wait_s
         self.max_queue = max_queue
         self.batch_sizes: Counter[int] = Counter()
+        self.model_seconds = 0.0
         self._queue: asyncio.Queue[_Pending] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -163,6 +165,7 @@ class MicroBatcher:
         """Batches run so far: count, requests, mean size, the size histogram, the queue depth."""
         return {
             **batch_stats(self.batch_sizes),
+            "model_seconds": round(self.model_seconds, 4),
             "queue_depth": self.queue_depth,
             "max_batch_size": self.max_batch_size,
             "max_wait_ms": self.max_wait_s * 1000,
@@ -194,10 +197,12 @@ class MicroBatcher:
             if not live:
                 continue
             self.batch_sizes[len(live)] += 1
+            started = time.perf_counter()
             try:
                 results = await loop.run_in_executor(self._executor, answer_batch, self.model, [p.request for p in live])
             except Exception as exc:  # noqa: BLE001 — the executor itself failed
                 results = [exc] * len(live)
+            self.model_seconds += time.perf_counter() - started
             for pending, result in zip(live, results):
                 if pending.future.done():
                     continue
