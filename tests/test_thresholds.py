@@ -1,0 +1,266 @@
+"""Lane thresholds with a guarantee: statistics, the empirical guarantee on synthetic data,
+per-route slices, the LLM / human split, costs, curves and the CLI hooks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import numpy as np
+import pytest
+
+from clef_agents.policy import LanePolicy
+from clef_agents.testing import FakeDecisionModel
+from clef_agents.thresholds import (
+    Costs,
+    DecisionSample,
+    HumanRule,
+    LaneShares,
+    SyntheticScores,
+    binomial_cdf,
+    clopper_pearson_upper,
+    decision_samples,
+    fit_error_threshold,
+    fit_lanes,
+    fit_share_threshold,
+    lane_shares,
+    min_accepted_for,
+    predict_probabilities,
+    synthetic_records,
+    with_probabilities,
+)
+from clef_agents.thresholds.cli import add_lane_arguments, run_lane_fit
+from clef_agents.thresholds.curves import threshold_curve
+
+SPLITS = 200
+DELTA = 0.1
+
+
+def allowed_failures(splits: int, delta: float, slack: float = 1e-3) -> int:
+    """Largest failure count still consistent with a failure rate <= delta: if the guarantee
+    holds, the count is at most Binomial(splits, delta), which exceeds this with prob <= slack."""
+    m = 0
+    while 1.0 - binomial_cdf(m, splits, delta) > slack:
+        m += 1
+    return m
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_binomial_cdf_matches_the_definition():
+    for n, k, p in [(10, 3, 0.2), (50, 0, 0.01), (230, 2, 0.01), (7, 7, 0.5), (1000, 12, 0.01)]:
+        exact = sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+        assert binomial_cdf(k, n, p) == pytest.approx(exact, rel=1e-9)
+
+
+def test_clopper_pearson_upper_bound_is_where_the_tail_equals_delta():
+    bound = clopper_pearson_upper(3, 400, 0.9)
+    assert binomial_cdf(3, 400, bound) == pytest.approx(0.1, abs=1e-6)
+    assert clopper_pearson_upper(0, 0, 0.9) == 1.0
+
+
+def test_min_accepted_is_the_first_count_that_can_certify():
+    n = min_accepted_for(0.01, 0.1)
+    assert binomial_cdf(0, n, 0.01) <= 0.1 < binomial_cdf(0, n - 1, 0.01)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        min_accepted_for(0.0, 0.1)
+
+
+def test_too_few_records_cannot_be_certified_and_say_why():
+    rng = np.random.default_rng(0)
+    fit = fit_error_threshold(rng.uniform(0.9, 1.0, 100), np.ones(100, dtype=bool), target=0.01, delta=0.1)
+    assert not fit.certified and fit.threshold == 1.0
+    assert "230" in fit.reason
+
+
+# --------------------------------------------------------------------------- the guarantee, empirically
+
+
+@pytest.mark.parametrize("generator", [SyntheticScores(), SyntheticScores(gamma=4.0, max_error=0.4, miscalibration=1.8)],
+                         ids=["calibrated", "over-confident"])
+def test_auto_error_guarantee_holds_over_random_calibration_draws(generator):
+    rng = np.random.default_rng(7)
+    target = 0.01
+    failures, coverages = 0, []
+    for split in range(SPLITS):
+        scores, correct = generator.sample(1500, rng)
+        fit = fit_error_threshold(scores, correct, target, DELTA, seed=split)
+        failures += generator.true_error(fit.threshold) > target
+        coverages.append(generator.true_coverage(fit.threshold) if fit.certified else 0.0)
+    assert failures <= allowed_failures(SPLITS, DELTA)
+    # power: the fit keeps a useful share of what the best threshold could accept
+    oracle = generator.true_coverage(1.0 - (1 + generator.gamma) * target / generator.miscalibration)
+    assert np.mean(coverages) > 0.6 * oracle, (np.mean(coverages), oracle)
+
+
+def test_human_share_budget_holds_over_random_calibration_draws():
+    generator = SyntheticScores()
+    rng = np.random.default_rng(3)
+    failures = 0
+    for _ in range(SPLITS):
+        scores, _ = generator.sample(1000, rng)
+        fit = fit_share_threshold(scores, max_share=0.05, delta=DELTA)
+        failures += 1.0 - generator.true_coverage(fit.threshold) > 0.05
+    assert failures <= allowed_failures(SPLITS, DELTA)
+
+
+# --------------------------------------------------------------------------- lanes, slices, human split
+
+
+def _sample(records, qid="team"):
+    return decision_samples(records)[qid]
+
+
+def test_per_route_slices_get_their_own_band_and_small_slices_fall_back():
+    records = synthetic_records(
+        4000, seed=1, routes={"easy": SyntheticScores(gamma=8.0), "hard": SyntheticScores(gamma=3.0)}
+    ) + synthetic_records(60, seed=2, routes={"rare": SyntheticScores()})
+    fitted = fit_lanes(decision_samples(records), max_auto_error=0.02, min_slice=200)
+    bands = fitted.policy.questions["team"]
+    assert set(bands.slices) == {"easy", "hard"}
+    assert bands.slices["hard"].auto_at > bands.slices["easy"].auto_at
+    assert bands.fit["slices"]["rare"]["fallback"] == "pooled"
+    assert fitted.policy.band("team", "rare").auto_at == bands.auto_at
+    assert fitted.policy.lane("team", bands.slices["easy"].auto_at, "easy") == "auto"
+
+
+def test_human_share_rule_draws_the_human_lane_under_the_llm_lane():
+    fitted = fit_lanes(decision_samples(synthetic_records(3000, seed=4)), max_auto_error=0.02,
+                       human=HumanRule("share", 0.05))
+    meta = fitted.policy.questions["team"].fit
+    band = fitted.policy.band("team")
+    assert 0.0 < band.human_below < band.auto_at
+    assert meta["human"]["rule"] == "share" and meta["human_share"] <= 0.05
+
+
+def test_llm_error_rule_certifies_the_non_human_lanes_or_sends_all_to_humans():
+    samples = decision_samples(synthetic_records(3000, seed=5))
+    fitted = fit_lanes(samples, max_auto_error=0.02, human=HumanRule("llm_error", 0.05))
+    band = fitted.policy.band("team")
+    kept = samples["team"].scores >= band.human_below
+    assert fitted.policy.questions["team"].fit["human"]["certified"]
+    assert band.human_below < band.auto_at
+    assert (~samples["team"].correct[kept]).mean() <= 0.05
+    hopeless = fit_lanes(samples, max_auto_error=0.02, human=HumanRule("llm_error", 0.001))
+    assert hopeless.policy.band("team").human_below == hopeless.policy.band("team").auto_at
+
+
+def test_human_rule_rejects_unknown_kinds_and_values():
+    with pytest.raises(ValueError, match="allowed: none, share, llm_error"):
+        HumanRule("budget", 0.1)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        HumanRule("share", 1.5)
+
+
+# --------------------------------------------------------------------------- records and predictions
+
+
+def test_samples_judge_noul_choice_and_score_answers_through_the_wire_rules():
+    record = {
+        "state": "x",
+        "questions": {
+            "spam": {"type": "noul", "instructions": "Spam?"},
+            "team": {"type": "choice", "instructions": "Team?", "criteria": {"a": None, "b": None}},
+            "level": {"type": "score", "instructions": "How bad?", "criteria": ["low", "mid", "high"]},
+        },
+        "labels": {"spam": False, "team": "b", "level": 2},
+        "meta": {"probabilities": {"spam": [0.3, 0.7], "team": [0.8, 0.2], "level": [0.1, 0.2, 0.7]}},
+    }
+    samples = decision_samples([record])
+    assert [bool(samples[q].correct[0]) for q in ("spam", "team", "level")] == [True, False, True]
+    assert float(samples["team"].scores[0]) == pytest.approx(0.8)
+
+
+def test_records_without_probabilities_are_refused_with_the_fix():
+    record = {"state": "x", "questions": {"spam": {"type": "noul", "instructions": "Spam?"}}, "labels": {"spam": True}}
+    with pytest.raises(ValueError, match="give a model"):
+        decision_samples([record])
+
+
+def test_predictions_come_from_model_batches_in_chunks():
+    records = [r for r in synthetic_records(10, seed=0)]
+    for r in records:
+        r["meta"].pop("probabilities")
+    model = FakeDecisionModel(answers={"team": "tech"})
+    predictions = predict_probabilities(records, model, batch_size=4, progress=False)
+    assert len(model.calls) == 10 and len(predictions) == 10
+    replayed = decision_samples(with_probabilities(records, predictions))["team"]
+    assert np.allclose(replayed.scores, 0.9)
+
+
+# --------------------------------------------------------------------------- costs and curves
+
+
+def test_cost_per_1000_adds_auto_errors_llm_calls_and_human_reviews():
+    costs = Costs(auto_error=10.0, llm_call=0.1, human_review=2.0, llm_error_rate=0.1)
+    shares = LaneShares(auto=0.8, llm=0.15, human=0.05, auto_error=0.01, n=100)
+    assert costs.per_1000(shares) == pytest.approx(1000 * (0.8 * 0.01 * 10 + 0.15 * (0.1 + 0.1 * 10) + 0.05 * 2))
+
+
+def test_lane_shares_count_each_lane():
+    shares = lane_shares(np.array([0.99, 0.95, 0.7, 0.2]), np.array([True, False, True, True]), 0.9, 0.5)
+    assert (shares.auto, shares.llm, shares.human, shares.auto_error) == (0.5, 0.25, 0.25, 0.5)
+
+
+def test_curve_trades_automatic_share_for_error():
+    sample = _sample(synthetic_records(2000, seed=6))
+    rows = threshold_curve(sample.scores, sample.correct, human_below=0.6, costs=Costs(), confidence=0.9, points=50)
+    shares = [r["auto_share"] for r in rows]
+    assert shares == sorted(shares) and shares[-1] == 1.0
+    assert rows[-1]["auto_error"] > rows[0]["auto_error"]
+    assert all(r["auto_error_upper"] >= r["auto_error"] for r in rows)
+    assert all(abs(r["auto_share"] + r["llm_share"] + r["human_share"] - 1) < 1e-5 for r in rows)
+
+
+# --------------------------------------------------------------------------- CLI hooks
+
+
+def _parser(existing: bool = False) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="calibrate")
+    if existing:  # the calibrate command may already own these flags
+        parser.add_argument("--records")
+        parser.add_argument("--model")
+    add_lane_arguments(parser)
+    return parser
+
+
+def test_cli_fits_writes_a_loadable_policy_and_a_report(tmp_path, capsys):
+    records = tmp_path / "labelled.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(3000, seed=8)))
+    args = _parser(existing=True).parse_args([
+        "--records", str(records), "--max-auto-error", "0.02", "--confidence", "0.9", "--max-human-share", "0.05",
+        "--cost-auto-error", "10", "--cost-llm", "0.05", "--cost-human", "2",
+        "--policy-out", str(tmp_path / "lanes.json"), "--report-dir", str(tmp_path / "report"),
+    ])
+    assert run_lane_fit(args) == 0
+    policy = LanePolicy.load(tmp_path / "lanes.json")
+    assert policy.questions["team"].fit["certified"] and policy.meta["costs"]["auto_error"] == 10.0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    curves = json.loads((tmp_path / "report" / "curves.json").read_text())
+    assert report["questions"]["team"]["auto_at"] == policy.questions["team"].auto_at
+    assert curves["team"]["rows"] and (tmp_path / "report" / "curves_team.png").stat().st_size > 10_000
+    assert "cost/1k" in capsys.readouterr().out
+
+
+def test_cli_runs_a_model_when_records_carry_no_predictions(tmp_path):
+    plain = synthetic_records(300, seed=9)
+    for r in plain:
+        r["meta"].pop("probabilities")
+    records = tmp_path / "plain.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in plain))
+    args = _parser().parse_args([
+        "--records", str(records), "--max-auto-error", "0.05", "--policy-out", str(tmp_path / "lanes.json"),
+        "--save-predictions", str(tmp_path / "replay.jsonl"), "--no-progress",
+    ])
+    args.decision_model = FakeDecisionModel(answers={"team": "tech"})
+    assert run_lane_fit(args) == 0
+    replay = [json.loads(line) for line in (tmp_path / "replay.jsonl").read_text().splitlines()]
+    assert len(replay) == 300 and "probabilities" in replay[0]["meta"]
+
+
+def test_cli_rejects_a_target_outside_zero_and_one(tmp_path):
+    args = _parser().parse_args(["--records", "r.jsonl", "--max-auto-error", "1.5", "--policy-out", "l.json"])
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        run_lane_fit(args)
