@@ -19,13 +19,16 @@ from typing import Any
 DEFAULT_MODEL = "mini"
 
 
-def _add(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+def _add(parser: Any, flag: str, **kwargs: Any) -> None:
     if flag not in parser._option_string_actions:  # the calibrate command may already own it
         parser.add_argument(flag, **kwargs)
 
 
 def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the lane-fit flags to ``parser`` (skipping any it already has).
+    """Add the lane-fit flags to ``parser``, skipping any it already has (``run_lane_fit`` reads
+    them by these names: records, model, batch_size, max_auto_error, confidence, max_human_share,
+    max_llm_error, slice_key, min_slice, cost_*, llm_error_rate, policy_out, base_policy,
+    report_dir, save_predictions, seed, no_progress).
 
     Example:
         >>> p = argparse.ArgumentParser()
@@ -38,29 +41,30 @@ def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
          help=f"decision model for records without meta.probabilities (default: {DEFAULT_MODEL} when needed)")
     _add(parser, "--batch-size", type=int, default=32, help="records per model .batch call (default 32)")
     group = parser.add_argument_group("lane thresholds (with --max-auto-error)")
-    group.add_argument("--max-auto-error", type=float, default=None,
-                       help="highest error rate allowed among automatically accepted answers, e.g. 0.01")
-    group.add_argument("--confidence", type=float, default=0.9,
-                       help="probability that the guarantee holds over the calibration draw (default 0.9)")
-    human = group.add_mutually_exclusive_group()
-    human.add_argument("--max-human-share", type=float, default=None,
-                       help="human review budget: at most this share of decisions go to a human")
-    human.add_argument("--max-llm-error", type=float, default=None,
-                       help="the model's error on decisions kept from humans (auto + LLM lanes) stays below this")
-    group.add_argument("--slice-key", default="route", help="meta key of the route for per-slice bands (default route)")
-    group.add_argument("--min-slice", type=int, default=200, help="fewest records for a slice of its own (default 200)")
-    group.add_argument("--cost-auto-error", type=float, default=5.0, help="cost of one automatic error (default 5)")
-    group.add_argument("--cost-llm", type=float, default=0.02, help="cost of one LLM call (default 0.02)")
-    group.add_argument("--cost-human", type=float, default=1.0, help="cost of one human review (default 1)")
-    group.add_argument("--llm-error-rate", type=float, default=0.0,
-                       help="assumed LLM error rate, charged at the auto-error cost (default 0)")
-    group.add_argument("--policy-out", default=None, help="where to write the lane policy JSON")
-    group.add_argument("--base-policy", default=None, help="policy whose default band and other questions are kept")
-    group.add_argument("--report-dir", default=None, help="write report.json, curves.json and PNG curves here")
-    group.add_argument("--save-predictions", default=None,
-                       help="write the records with meta.probabilities (replayable without the model)")
-    group.add_argument("--seed", type=int, default=0, help="seed of the pilot split (default 0)")
-    group.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add(group, "--max-auto-error", type=float, default=None,
+         help="highest error rate allowed among automatically accepted answers, e.g. 0.01")
+    _add(group, "--confidence", type=float, default=0.9,
+         help="probability that the guarantee holds over the calibration draw (default 0.9)")
+    if "--max-human-share" not in parser._option_string_actions:
+        human = group.add_mutually_exclusive_group()
+        human.add_argument("--max-human-share", type=float, default=None,
+                           help="human review budget: at most this share of decisions go to a human")
+        human.add_argument("--max-llm-error", type=float, default=None,
+                           help="the model's error on decisions kept from humans (auto + LLM lanes) stays below this")
+    _add(group, "--slice-key", default="route", help="meta key of the route for per-slice bands (default route)")
+    _add(group, "--min-slice", type=int, default=200, help="fewest records for a slice of its own (default 200)")
+    _add(group, "--cost-auto-error", type=float, default=5.0, help="cost of one automatic error (default 5)")
+    _add(group, "--cost-llm", type=float, default=0.02, help="cost of one LLM call (default 0.02)")
+    _add(group, "--cost-human", type=float, default=1.0, help="cost of one human review (default 1)")
+    _add(group, "--llm-error-rate", type=float, default=0.0,
+         help="assumed LLM error rate, charged at the auto-error cost (default 0)")
+    _add(group, "--policy-out", default=None, help="where to write the lane policy JSON")
+    _add(group, "--base-policy", default=None, help="policy whose default band and other questions are kept")
+    _add(group, "--report-dir", default=None, help="write report.json, curves.json and PNG curves here")
+    _add(group, "--save-predictions", default=None,
+         help="write the records with meta.probabilities (replayable without the model)")
+    _add(group, "--seed", type=int, default=0, help="seed of the pilot split (default 0)")
+    _add(group, "--no-progress", action="store_true", help="no progress bar")
 
 
 def load_model(name: str) -> Any:
@@ -91,10 +95,10 @@ def run_lane_fit(args: argparse.Namespace) -> int:
     if rec.records_missing_probabilities(records):
         model = getattr(args, "decision_model", None) or load_model(getattr(args, "model", None) or DEFAULT_MODEL)
         predictions = rec.predict_probabilities(
-            records, model, batch_size=getattr(args, "batch_size", 32) or 32, progress=not args.no_progress
+            records, model, batch_size=getattr(args, "batch_size", 32) or 32, progress=not getattr(args, "no_progress", False)
         )
         records = rec.with_probabilities(records, predictions)
-        if args.save_predictions:
+        if getattr(args, "save_predictions", None):
             _write_jsonl(args.save_predictions, records)
     samples = rec.decision_samples(records, slice_key=args.slice_key)
     costs = Costs(args.cost_auto_error, args.cost_llm, args.cost_human, args.llm_error_rate)
@@ -106,13 +110,13 @@ def run_lane_fit(args: argparse.Namespace) -> int:
         costs=costs,
         min_slice=args.min_slice,
         seed=args.seed,
-        base=LanePolicy.load(args.base_policy) if args.base_policy else None,
+        base=LanePolicy.load(args.base_policy) if getattr(args, "base_policy", None) else None,
     )
     lane_fit.policy.meta["records"] = str(args.records)
     path = lane_fit.policy.save(args.policy_out)
     print(_summary(lane_fit.report))
     print(f"policy: {path}")
-    if args.report_dir:
+    if getattr(args, "report_dir", None):
         for written in write_report(lane_fit, samples, costs, args.report_dir):
             print(f"report: {written}")
     return 0
@@ -121,9 +125,9 @@ def run_lane_fit(args: argparse.Namespace) -> int:
 def _human_rule(args: argparse.Namespace) -> Any:
     from clef_agents.thresholds.fit import HumanRule
 
-    if args.max_human_share is not None:
+    if getattr(args, "max_human_share", None) is not None:
         return HumanRule("share", args.max_human_share)
-    if args.max_llm_error is not None:
+    if getattr(args, "max_llm_error", None) is not None:
         return HumanRule("llm_error", args.max_llm_error)
     return HumanRule("none")
 
