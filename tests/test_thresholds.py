@@ -173,6 +173,18 @@ def test_samples_judge_noul_choice_and_score_answers_through_the_wire_rules():
     assert float(samples["team"].scores[0]) == pytest.approx(0.8)
 
 
+def test_trace_exports_with_named_probabilities_are_read_and_self_labelled_records_skipped():
+    question = {"type": "choice", "instructions": "Team?", "criteria": {"a": None, "b": None}}
+    human = {"state": "x", "questions": {"team": question}, "labels": {"team": "a"},
+             "meta": {"source": "human", "gate": "triage", "probabilities": {"team": {"b": 0.3, "a": 0.7}}}}
+    auto = {**human, "meta": {**human["meta"], "source": "auto"}}
+    sample = decision_samples([human, auto], slice_key="gate")["team"]
+    assert len(sample) == 1 and bool(sample.correct[0]) and sample.slices == ["triage"]
+    broken = {**human, "meta": {**human["meta"], "probabilities": {"team": {"a": 1.0}}}}
+    with pytest.raises(ValueError, match="lack options b"):
+        decision_samples([broken])
+
+
 def test_records_without_probabilities_are_refused_with_the_fix():
     record = {"state": "x", "questions": {"spam": {"type": "noul", "instructions": "Spam?"}}, "labels": {"spam": True}}
     with pytest.raises(ValueError, match="give a model"):

@@ -101,6 +101,11 @@ def run_lane_fit(args: argparse.Namespace) -> int:
         if getattr(args, "save_predictions", None):
             _write_jsonl(args.save_predictions, records)
     samples = rec.decision_samples(records, slice_key=args.slice_key)
+    if not samples:
+        raise ValueError(
+            f"{args.records}: no usable labelled records ({len(records)} read; records with meta.source "
+            f"in {list(rec.SELF_LABELLED_SOURCES)} are the model's own answers and are skipped)"
+        )
     costs = Costs(args.cost_auto_error, args.cost_llm, args.cost_human, args.llm_error_rate)
     lane_fit = fit_lanes(
         samples,

@@ -5,7 +5,12 @@ Predictions come from one of two places:
 - a model: any ``BaseDecisionModel``, run with ``.batch`` in chunks (``predict_probabilities``);
 - the records themselves (replayed decision traces): ``meta["probabilities"]`` maps each
   question id to its probability vector in ``wire.option_names`` order, e.g.
-  ``{"probabilities": {"intent": [0.01, 0.97, 0.02]}, "route": "refunds"}``.
+  ``{"probabilities": {"intent": [0.01, 0.97, 0.02]}, "route": "refunds"}``, or to a mapping
+  option name → probability (``{"yes": .., "no": ..}`` for a noul, level strings for a score),
+  which is what ``TraceStore.export_records`` writes.
+
+Records whose ``meta["source"]`` is ``"auto"`` are skipped: their label is the model's own
+answer, so they would count every automatic decision as correct.
 
 The route that reached the gate (for per-slice fits) is ``meta[slice_key]``, ``"route"`` by default.
 
@@ -144,8 +149,10 @@ def records_missing_probabilities(records: Iterable[Mapping[str, Any]]) -> int:
     """How many records lack a probability vector for some labelled question."""
     missing = 0
     for r in records:
+        if (r.get("meta") or {}).get("source") in SELF_LABELLED_SOURCES:
+            continue
         known = (r.get("meta") or {}).get(PROBABILITIES_KEY) or {}
-        if any(qid not in known for qid in r["labels"]):
+        if any(known.get(qid) is None for qid in r["labels"]):
             missing += 1
     return missing
 
@@ -170,27 +177,55 @@ class DecisionSample:
         )
 
 
-def decision_samples(records: Sequence[Mapping[str, Any]], slice_key: str = ROUTE_KEY) -> dict[str, DecisionSample]:
+SELF_LABELLED_SOURCES = ("auto",)
+"""``meta["source"]`` values whose labels are the model's own answers (never calibration truth)."""
+
+
+def probability_vector(question: wire.TextQuestion, value: Sequence[float] | Mapping[Any, float]) -> list[float]:
+    """A stored prediction as a vector in ``wire.option_names`` order (from a list or a mapping).
+
+    Example:
+        >>> probability_vector(wire.Noul(instructions="Spam?"), {"no": 0.2, "yes": 0.8})
+        [0.8, 0.2]
+    """
+    if not isinstance(value, Mapping):
+        return [float(p) for p in value]
+    by_name = {str(k): v for k, v in value.items()}
+    names = wire.option_names(question)
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise ValueError(f"probabilities lack options {', '.join(missing[:5])}; expected keys: {', '.join(names[:12])}")
+    return [float(by_name[n]) for n in names]
+
+
+def decision_samples(
+    records: Sequence[Mapping[str, Any]],
+    slice_key: str = ROUTE_KEY,
+    exclude_sources: Sequence[str] = SELF_LABELLED_SOURCES,
+) -> dict[str, DecisionSample]:
     """Group labelled records by question id (records must carry ``meta["probabilities"]``).
 
     Each answer goes through ``wire.to_answer``; its signal is ``wire.decision_probability`` and
-    it is correct when ``wire.decided_label`` equals the label.
+    it is correct when ``wire.decided_label`` equals the label. Records whose ``meta["source"]``
+    is in ``exclude_sources`` are skipped.
     """
     cache = QuestionCache()
     grouped: dict[str, tuple[list[float], list[bool], list[str | None]]] = {}
     for index, record in enumerate(records):
         meta = record.get("meta") or {}
+        if meta.get("source") in exclude_sources:
+            continue
         probabilities = meta.get(PROBABILITIES_KEY) or {}
         route = meta.get(slice_key)
         for qid, label in record["labels"].items():
-            if qid not in probabilities:
+            if probabilities.get(qid) is None:
                 raise ValueError(
                     f"record {index}: no meta[{PROBABILITIES_KEY!r}][{qid!r}]; give a model to predict it "
                     f"or replay traces that carry it"
                 )
             question = cache.get(qid, record["questions"][qid])
             try:
-                answer = wire.to_answer(question, probabilities[qid])
+                answer = wire.to_answer(question, probability_vector(question, probabilities[qid]))
                 truth = wire.option_names(question)[wire.label_index(question, label)]
             except ValueError as exc:
                 raise ValueError(f"record {index}, question {qid!r}: {exc}") from None
