@@ -87,11 +87,13 @@ def option_texts(question: wire.TextQuestion) -> list[str]:
         return [_named(name, description) for name, description in question.criteria.items()]
     if isinstance(question, wire.Score):
         return [wire.content_text(description) or f"level {i}" for i, description in enumerate(question.criteria)]
-    instructions = wire.content_text(question.instructions)
+    # A noul's two outcomes are told apart by their type embeddings; their texts are the
+    # criteria when given (usually shared across many questions, so cached), else the question.
+    instructions = wire.content_text(question.instructions) or "yes or no"
     criteria = question.criteria
     yes = wire.content_text(criteria.true) if criteria is not None else ""
     no = wire.content_text(criteria.false) if criteria is not None else ""
-    return [f"yes: {instructions} {yes}".strip(), f"no, not: {instructions} {no}".strip()]
+    return [yes or instructions, no or instructions]
 
 
 def _named(name: str, description: Any) -> str:
@@ -274,7 +276,7 @@ class DecisionEngine:
                 self._schema_cache.move_to_end(key)
                 return cached
         texts = option_texts(question)
-        vectors = self.encode_texts([*texts, wire.content_text(question.instructions) or texts[0]])
+        vectors = self.encode_texts([*texts, wire.content_text(question.instructions) or "yes or no"])
         types, levels = option_types(question)
         built = QuestionSchema(option_vec=vectors[:-1], question_vec=vectors[-1], option_type=types, option_level=levels)
         with self._lock:

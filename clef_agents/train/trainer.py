@@ -51,6 +51,7 @@ class TrainSettings:
     augment: bool = True
     max_train_state_tokens: int | None = 128
     threads: int | None = None
+    micro_batches: int = 2
     dataset_weights: dict[str, float] = field(default_factory=dict)
 
 
@@ -189,11 +190,8 @@ def train(
         for step in range(start_step, settings.steps):
             rng = random.Random(settings.seed * 1_000_003 + step)
             examples = sampler.draw(rng, settings.batch_size)
-            batch = engine.encode([(text, qs) for text, qs, _ in examples])
-            logits = engine.logits(batch)
-            loss = question_losses(engine, logits, batch, examples, settings)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            loss = _accumulate(engine, examples, settings)
             torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
             optimizer.step()
             scheduler.step()
@@ -226,6 +224,21 @@ def train(
         "losses": losses,
         "settings": asdict(settings),
     }
+
+
+def _accumulate(engine: DecisionEngine, examples: list[Example], settings: TrainSettings) -> torch.Tensor:
+    """Forward/backward in length-sorted micro-batches (less padding), gradients summed so the
+    step equals one pass over the whole batch; returns the batch loss (detached)."""
+    ordered = sorted(examples, key=lambda ex: len(ex[0]))
+    size = max(1, math.ceil(len(ordered) / settings.micro_batches))
+    total = torch.zeros(())
+    for start in range(0, len(ordered), size):
+        part = ordered[start : start + size]
+        batch = engine.encode([(text, qs) for text, qs, _ in part])
+        loss = question_losses(engine, engine.logits(batch), batch, part, settings) * (len(part) / len(ordered))
+        loss.backward()
+        total = total + loss.detach()
+    return total
 
 
 def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path) -> None:
