@@ -153,6 +153,11 @@ def _question_from_dict(loc: list[Any], raw: Mapping[str, Any]) -> TextQuestion:
         raise InvalidRequestError(
             [_error([*loc, "criteria"], f"choice criteria must be an object of option name → description, got {type(body['criteria']).__name__}", "dict_type")]
         )
+    criteria = body.get("criteria")
+    if kind == "score" and isinstance(criteria, list) and len(criteria) < MIN_SCORE_LEVELS:
+        raise InvalidRequestError([_error(loc, f"a score needs {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, got {len(criteria)}")])
+    if kind == "choice" and isinstance(criteria, Mapping) and len(criteria) < MIN_CHOICE_OPTIONS:
+        raise InvalidRequestError([_error(loc, f"a choice needs {MIN_CHOICE_OPTIONS} to {MAX_CHOICE_OPTIONS} options, got {len(criteria)}")])
     cls = {"noul": Noul, "choice": Choice, "score": Score}[kind]
     try:
         return cls.model_validate(body)
