@@ -236,3 +236,20 @@ class LogRegMethod(Method):
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "C": self.c, "train_sizes": dict(self.train_sizes)}
+
+
+# --------------------------------------------------------------------------- the floor
+
+
+class BareBackboneMethod(Method):
+    """The bare MiniLM forward over the state (the floor in the scaling sweeps; answers nothing)."""
+
+    key = "bare_backbone"
+    title = "bare MiniLM forward (floor)"
+
+    def __init__(self, minilm: Any):
+        self.minilm = minilm
+
+    def predict(self, request: dict[str, Any]) -> dict[str, list[float]]:
+        self.minilm.forward([wire.state_text(request["state"])])
+        return {}

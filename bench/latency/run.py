@@ -216,9 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT_DIR)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads for every method (1 is stable on a shared machine; more threads spin-wait under contention)")
     args = parser.parse_args(argv)
     import torch
 
+    torch.set_num_threads(args.threads)
     model, model_desc = load_model()
     bare = load_bare()
     cases = {name: time_case(model, bare, qs, args.reps, args.warmup) for name, qs in build_cases().items()}
