@@ -40,13 +40,13 @@ HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("CLEF_DATA", HERE.parents[2] / "shared" / "data"))
 
 
-def load_test_records(name: str) -> list[dict[str, Any]]:
+def load_test_records(name: str, limit: int | None = None) -> list[dict[str, Any]]:
     """The TEST split as decision records (``load_records`` when present, else the raw JSONL)."""
     try:
         from clef_agents.train.datasets import load_records
     except ImportError:
-        return _raw_records(name)
-    return load_records(name, "test")
+        return _raw_records(name)[:limit]
+    return load_records(name, "test", limit=limit)
 
 
 def _raw_records(name: str) -> list[dict[str, Any]]:
@@ -58,11 +58,11 @@ def _raw_records(name: str) -> list[dict[str, Any]]:
              "meta": {"dataset": name, "split": "test", "source": "dataset"}} for r in rows]
 
 
-def cached_predictions(name: str, model_name: str, batch_size: int) -> dict[str, np.ndarray]:
+def cached_predictions(name: str, model_name: str, batch_size: int, limit: int | None = None) -> dict[str, np.ndarray]:
     """Decision probability and correctness of every test record (computed once, then cached)."""
-    tag = Path(model_name).name
+    tag = Path(model_name).name + (f"_limit{limit}" if limit else "")
     path = HERE / "cache" / f"{name}_{tag}.npz"
-    records = load_test_records(name)
+    records = load_test_records(name, limit)
     fingerprint = hashlib.sha256("\n".join(json.dumps(r["labels"], sort_keys=True) for r in records).encode()).hexdigest()[:16]
     if path.exists():
         cached = dict(np.load(path))
@@ -221,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--no-synthetic", action="store_true")
+    parser.add_argument("--limit", type=int, default=None, help="first N test records only (smoke runs; do not commit)")
     args = parser.parse_args(argv)
     out = Path(args.out)
     report: dict[str, Any] = {
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         report["datasets"]["synthetic"] = {"n": 3080, "targets": results, "plot": "validation_synthetic.png",
                                            "note": f"synthetic {truth} (rows '-truth': error and coverage are the exact population values for fresh 1540-record calibration draws)"}
     for name in args.datasets:
-        cached = cached_predictions(name, args.model, args.batch_size)
+        cached = cached_predictions(name, args.model, args.batch_size, args.limit)
         scores, correct = cached["scores"], cached["correct"].astype(bool)
         results = {str(t): run_splits(scores, correct, t, args.confidence, args.splits) for t in args.targets}
         plot(results, out / f"validation_{name}.png", f"{name} test split, model {args.model} ({len(scores)} decisions)")
