@@ -262,9 +262,11 @@ def fit_error_threshold(
     if not fit.certified:
         first = fit.tested[0] if fit.tested else None
         fit.reason = (
-            "no threshold could be certified"
-            + (f": the first step (p >= {first['threshold']:.4g}) accepted {first['accepted']} with "
-               f"{first['errors']} errors, p-value {first['p_value']:.3g} > {delta}" if first else "")
+            f"no threshold could be certified: the first step (p >= {first['threshold']:.4g}) accepted "
+            f"{first['accepted']} with {first['errors']} errors, p-value {first['p_value']:.3g} > {level:.3g}"
+            if first
+            else f"no threshold could be certified: by the pilot, no threshold accepts the "
+            f"{int(math.ceil(start_margin * n_needed))} of {len(testing)} testing decisions a first test needs"
         )
     return fit
 
