@@ -92,9 +92,10 @@ def default_model() -> tuple[str, str]:
 # --------------------------------------------------------------------------- server
 
 
-def start_server(model: str, port: int, max_batch_size: int, max_wait_ms: float) -> subprocess.Popen[bytes]:
+def start_server(model: str, port: int, max_batch_size: int, max_wait_ms: float, threads: int | None) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "clef_agents.cli", "serve", "--model", model, "--port", str(port),
+        *(["--threads", str(threads)] if threads else []),
         "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(max_wait_ms), "--log-level", "warning",
         "--max-queue", "4096", "--request-timeout", "120",
     ]  # fmt: skip
@@ -280,7 +281,7 @@ def run_all(args: argparse.Namespace, states: list[str]) -> tuple[dict[str, Any]
     """Start the batched and the unbatched server, measure both, then the bad-request phase."""
     configs = {"batched": (args.max_batch_size, args.max_wait_ms), "unbatched": (1, 0.0)}
     ports = {name: free_port() for name in configs}
-    procs = {name: start_server(args.model, ports[name], *configs[name]) for name in configs}
+    procs = {name: start_server(args.model, ports[name], *configs[name], args.server_threads) for name in configs}
     urls = {name: f"http://127.0.0.1:{ports[name]}" for name in configs}
     try:
         t0 = time.perf_counter()
@@ -330,7 +331,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"each level bounded by {result['bounds']['requests']} requests or {result['bounds']['seconds']} s per server, "
         f"run in {result['bounds']['rounds']} rounds alternating the two servers (started side by side).  ",
         f"Batched server: `--max-batch-size {result['batched']['max_batch_size']} --max-wait-ms {result['batched']['max_wait_ms']}`; "
-        "unbatched: `--max-batch-size 1`.",
+        f"unbatched: `--max-batch-size 1`; both "
+        + (f"`--threads {result['server_threads']}`." if result["server_threads"] else "with torch's default CPU threads (2 here)."),
         "",
         "| clients | batched req/s | p50 ms | p95 ms | p99 ms | mean batch | model ms/batch | unbatched req/s | p50 ms | p95 ms | p99 ms | model ms/request | throughput ratio |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -388,7 +390,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax2.set_yscale("log")
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=7)
-    fig.suptitle(f"System One server on loopback — {result['model_description'].split(' (')[0]}", fontsize=10)
+    threads = f"--threads {result['server_threads']}" if result.get("server_threads") else "default CPU threads"
+    fig.suptitle(f"System One server on loopback — {result['model_description'].split(' (')[0]}, {threads}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -400,6 +403,7 @@ def main() -> int:
     parser.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8, 16])
     parser.add_argument("--requests", type=int, default=192, help="most requests per level (default 192)")
     parser.add_argument("--seconds", type=float, default=30.0, help="most seconds per level (default 30)")
+    parser.add_argument("--server-threads", type=int, default=1, help="serve --threads for both servers (default 1; 0: library default)")
     parser.add_argument("--rounds", type=int, default=3, help="each level is split in this many rounds, alternating the servers (default 3)")
     parser.add_argument("--warmup", type=int, default=16)
     parser.add_argument("--max-batch-size", type=int, default=16)
@@ -407,7 +411,13 @@ def main() -> int:
     parser.add_argument("--bad-repeats", type=int, default=3, help="times each bad request is sent under load")
     parser.add_argument("--bad-seconds", type=float, default=15.0, help="length of the bad-request phase")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
+    parser.add_argument("--report-only", action="store_true", help="rewrite results.md and load.png from --out/results.json")
     args = parser.parse_args()
+    if args.report_only:
+        result = json.loads((args.out / "results.json").read_text())
+        (args.out / "results.md").write_text(markdown(result))
+        plot(result, args.out / "load.png")
+        return 0
     if args.model != model:
         description = f"--model {args.model}"
     states = load_states()
@@ -419,6 +429,7 @@ def main() -> int:
         "model_description": description,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}",
         "bounds": {"requests": args.requests, "seconds": args.seconds, "rounds": args.rounds},
+        "server_threads": args.server_threads or None,
         "targets": TARGETS,
         "batched": batched,
         "unbatched": unbatched,

@@ -34,6 +34,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=512 * 1024, help="larger bodies get 413 (default 524288)")
     parser.add_argument("--max-queue", type=int, default=1024, help="requests allowed to wait; beyond it 503 (default 1024)")
     parser.add_argument("--api-key", default=None, help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV} if set, else no auth)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: all cores)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
     ray.add_argument("--ray", action="store_true", help="deploy on Ray Serve instead of a single uvicorn process")
@@ -70,12 +71,28 @@ def configure_logging(level: str) -> None:
     root.propagate = False
 
 
+def set_cpu_threads(threads: int) -> None:
+    """Cap the model's CPU threads; must run before torch is imported (read when it loads).
+
+    One thread can be several times faster than two on a machine whose cores are busy with other
+    work, because every parallel region of a forward pass waits for all of its threads.
+    """
+    if threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {threads}")
+    if "torch" in sys.modules:
+        raise RuntimeError("--threads must be applied before torch is imported")
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the server and block until interrupted."""
     if args.max_batch_size < 1:
         raise ValueError(f"--max-batch-size must be at least 1, got {args.max_batch_size}")
     settings = settings_from_args(args)
     configure_logging(args.log_level)
+    if args.threads is not None:
+        set_cpu_threads(args.threads)
     if args.ray:
         from clef_agents.serve.ray_app import serve_forever
 
