@@ -75,6 +75,11 @@ def test_too_few_records_cannot_be_certified_and_say_why():
     assert "230" in fit.reason
 
 
+def test_a_set_just_large_enough_certifies_when_every_answer_is_right():
+    fit = fit_error_threshold(np.linspace(0.5, 1.0, 300), np.ones(300, dtype=bool), target=0.01, delta=0.1)
+    assert fit.certified and fit.threshold == 0.5 and fit.accepted == 270  # 30 records are the pilot
+
+
 # --------------------------------------------------------------------------- the guarantee, empirically
 
 

@@ -190,7 +190,7 @@ def threshold_sequence(
 def _pilot_count_for(share: float, m: int, confidence: float) -> int:
     """Fewest pilot hits (of ``m``) whose Clopper–Pearson lower bound reaches ``share``."""
     if share >= 1.0:
-        return m + 1
+        return m
     for k in range(1, m + 1):
         # lower bound >= share  <=>  P(Binomial(m, share) >= k) <= 1 - confidence
         if binomial_cdf(k - 1, m, share) >= confidence:
@@ -243,7 +243,8 @@ def fit_error_threshold(
             f"at least {n_needed} accepted decisions (all correct) are needed"
         )
         return fit
-    sequence = threshold_sequence(scores[pilot], len(testing), int(math.ceil(start_margin * n_needed)), step)
+    n_start = min(int(math.ceil(start_margin * n_needed)), len(testing))
+    sequence = threshold_sequence(scores[pilot], len(testing), n_start, step)
     test_scores, test_wrong = scores[testing], ~correct[testing]
     failures = 0
     for t in sequence:
@@ -266,7 +267,7 @@ def fit_error_threshold(
             f"{first['accepted']} with {first['errors']} errors, p-value {first['p_value']:.3g} > {level:.3g}"
             if first
             else f"no threshold could be certified: by the pilot, no threshold accepts the "
-            f"{int(math.ceil(start_margin * n_needed))} of {len(testing)} testing decisions a first test needs"
+            f"{n_start} of {len(testing)} testing decisions a first test needs"
         )
     return fit
 
