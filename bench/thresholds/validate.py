@@ -190,12 +190,13 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, section in report["datasets"].items():
-        for res in section["targets"].values():
+        for key, res in section["targets"].items():
             e, c = res["realised_error_percentiles"], res["coverage_percentiles"]
+            label = f"{name} (exact truth, fresh 1540-record draws)" if key.endswith("-truth") else name
             truth = (f" (true error ≤ target in {100 * res['share_true_error_at_or_below_target']:.1f}%)"
                      if "share_true_error_at_or_below_target" in res else "")
             lines.append(
-                f"| {name} | {section['n']} | {100 * res['target']:g}% | {100 * res['share_realised_at_or_below_target']:.1f}%{truth} | "
+                f"| {label} | {section['n']} | {100 * res['target']:g}% | {100 * res['share_realised_at_or_below_target']:.1f}%{truth} | "
                 f"{100 * e['50']:.2f}% / {100 * e['95']:.2f}% / {100 * e['100']:.2f}% | "
                 f"{100 * res['coverage_mean']:.1f}% ({100 * c['5']:.1f}–{100 * c['95']:.1f}%) | "
                 f"{100 * res['oracle_coverage_mean']:.1f}% | {res['certified_splits']}/{res['splits']} |"
