@@ -20,9 +20,9 @@ from clef_agents.testing import FakeDecisionModel
 
 def test_serve_subcommand_is_registered_with_its_options() -> None:
     args = build_parser().parse_args(
-        ["serve", "--port", "9001", "--model", "fake", "--max-batch-size", "1", "--max-wait-ms", "2", "--api-key", "k"]
+        ["serve", "--port", "9001", "--model", "fake", "--max-batch-size", "1", "--max-wait-ms", "2", "--api-key", "k", "--threads", "1"]
     )
-    assert (args.port, args.model, args.max_batch_size, args.max_wait_ms, args.api_key) == (9001, "fake", 1, 2.0, "k")
+    assert (args.port, args.model, args.max_batch_size, args.max_wait_ms, args.api_key, args.threads) == (9001, "fake", 1, 2.0, "k", 1)
     assert callable(args.func) and args.ray is False
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 import threading
@@ -37,6 +38,8 @@ from clef_agents.serve.models import load_model
 logger = logging.getLogger("clef_agents.serve")
 
 DEPLOYMENT_NAME = "clef-systemone"
+SLOW_START_TIMEOUTS = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60", "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "30"}
+"""Ray's defaults (5 s / 10 s) kill the HTTP proxy before it starts on a busy small machine."""
 APP_NAME = "clef"
 
 
@@ -118,6 +121,8 @@ def start(
     import ray
 
     if not ray.is_initialized():
+        for name, seconds in SLOW_START_TIMEOUTS.items():
+            os.environ.setdefault(name, seconds)  # inherited by the local Ray instance started below
         init: dict[str, Any] = {"address": address, "include_dashboard": False, "log_to_driver": False}
         if address is None and num_cpus is not None:
             init["num_cpus"] = num_cpus
