@@ -195,3 +195,28 @@ def test_a_closed_port_fails_with_a_connection_error_after_retries() -> None:
     remote = RemoteDecisionModel(base_url=f"http://127.0.0.1:{free_port()}", max_retries=1, backoff_s=0.0, timeout=2)
     with pytest.raises(httpx.ConnectError):
         remote.invoke(request())
+
+
+# --------------------------------------------------------------------------- another System One server
+
+
+def test_remote_works_against_the_jevcompat_reference_server() -> None:
+    mock = pytest.importorskip("jevcompat.mock")
+    import threading
+
+    server = mock.make_server(mock.MockConfig(key="ref-key"), host="127.0.0.1", port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with RemoteDecisionModel(base_url=url, api_key="ref-key") as remote:
+            got = remote.invoke(request(questions=QUESTIONS))
+        with pytest.raises(SystemOneHTTPError) as refused:
+            RemoteDecisionModel(base_url=url, api_key="wrong").invoke(request())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert set(got.answers) == set(QUESTIONS)
+    assert got.choices["team"].choice in {"billing", "tech"}
+    assert sorted(got.scores["anger"].probabilities) == [0, 1, 2]
+    assert refused.value.status_code == 401
