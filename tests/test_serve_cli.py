@@ -26,6 +26,13 @@ def test_serve_subcommand_is_registered_with_its_options() -> None:
     assert callable(args.func) and args.ray is False
 
 
+def test_aliases_add_to_jev_latest() -> None:
+    from clef_agents.serve.cli import settings_from_args
+
+    args = build_parser().parse_args(["serve", "--model", "fake", "--alias", "clef", "--alias", "jev-latest"])
+    assert settings_from_args(args).aliases == ("jev-latest", "clef")
+
+
 @pytest.fixture
 def cli_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()

@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--model", default="mini", help="'mini', a checkpoint folder, 'backbone:NAME' (untrained head) or 'fake' (default mini)")
     parser.add_argument("--model-name", default=None, help="name to serve the model as (default: the model's own name)")
-    parser.add_argument("--alias", action="append", default=None, help="extra accepted model name (repeatable; default jev-latest)")
+    parser.add_argument("--alias", action="append", default=None, help="another accepted model name (repeatable; jev-latest is always accepted)")
     parser.add_argument("--max-batch-size", type=int, default=16, help="most requests per forward pass; 1 turns batching off (default 16)")
     parser.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)")
     parser.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)")
@@ -51,7 +51,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
     return ServerSettings(
         served_name=args.model_name,
-        aliases=tuple(args.alias) if args.alias else DEFAULT_ALIASES,
+        aliases=tuple(dict.fromkeys([*DEFAULT_ALIASES, *(args.alias or [])])),
         max_batch_size=args.max_batch_size,
         max_wait_ms=args.max_wait_ms,
         request_timeout_s=args.request_timeout,
