@@ -281,3 +281,12 @@ def test_cli_rejects_a_target_outside_zero_and_one(tmp_path):
     args = _parser().parse_args(["--records", "r.jsonl", "--max-auto-error", "1.5", "--policy-out", "l.json"])
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         run_lane_fit(args)
+
+
+def test_the_cli_module_loads_without_numpy():
+    import subprocess
+    import sys
+
+    code = "import sys, clef_agents.thresholds.cli; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"

@@ -1,6 +1,7 @@
 """Lane thresholds with a finite-sample guarantee (Learn-then-Test), per question and per route.
 
-Needs numpy (and matplotlib for the PNG curves); ``import clef_agents`` does not import this.
+Needs numpy (and matplotlib for the PNG curves). Names load lazily, so importing
+``clef_agents.thresholds.cli`` (for the ``calibrate`` flags) pulls in neither.
 
 Example:
     >>> from clef_agents.thresholds import fit_lanes, decision_samples, synthetic_records
@@ -10,32 +11,32 @@ Example:
     True
 """
 
-from clef_agents.thresholds.fit import METHOD, BandFit, Costs, HumanRule, LaneFit, LaneShares, fit_band, fit_lanes, lane_shares
-from clef_agents.thresholds.records import (
-    PROBABILITIES_KEY,
-    ROUTE_KEY,
-    DecisionSample,
-    decision_samples,
-    load_decision_records,
-    predict_probabilities,
-    with_probabilities,
-)
-from clef_agents.thresholds.stats import (
-    ShareFit,
-    ThresholdFit,
-    binomial_cdf,
-    clopper_pearson_upper,
-    error_p_value,
-    fit_error_threshold,
-    fit_share_threshold,
-    min_accepted_for,
-)
-from clef_agents.thresholds.synthetic import SyntheticScores, synthetic_records
+from __future__ import annotations
 
-__all__ = [
-    "METHOD", "PROBABILITIES_KEY", "ROUTE_KEY", "BandFit", "Costs", "DecisionSample", "HumanRule", "LaneFit",
-    "LaneShares", "ShareFit", "SyntheticScores", "ThresholdFit", "binomial_cdf", "clopper_pearson_upper",
-    "decision_samples", "error_p_value", "fit_band", "fit_error_threshold", "fit_lanes", "fit_share_threshold",
-    "lane_shares", "load_decision_records", "min_accepted_for", "predict_probabilities", "synthetic_records",
-    "with_probabilities",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "fit": ("METHOD", "BandFit", "Costs", "HumanRule", "LaneFit", "LaneShares", "fit_band", "fit_lanes", "lane_shares"),
+    "records": ("PROBABILITIES_KEY", "ROUTE_KEY", "DecisionSample", "decision_samples", "load_decision_records",
+                "predict_probabilities", "probability_vector", "with_probabilities"),
+    "stats": ("ShareFit", "ThresholdFit", "binomial_cdf", "clopper_pearson_upper", "error_p_value",
+              "fit_error_threshold", "fit_share_threshold", "min_accepted_for"),
+    "synthetic": ("SyntheticScores", "synthetic_records"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
