@@ -54,8 +54,8 @@ class Band(BaseModel):
         return self
 
     def lane(self, probability: float) -> Lane:
-        """The lane for one decision probability."""
-        if probability >= self.auto_at:
+        """The lane for one decision probability (``auto_at = 1`` means never automatic)."""
+        if probability >= self.auto_at and self.auto_at < 1.0:
             return "auto"
         if probability >= self.human_below:
             return "llm"

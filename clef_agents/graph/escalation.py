@@ -164,15 +164,22 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             return []
         return [qid for qid in pending_questions(entry) if entry["route"][qid]["lane"] == "llm"]
 
-    def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
-        """Ask the LLM (unless already asked for this decision) and return the state update."""
+    def _prepare(self, input: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """The entry, open questions, answer schema and prompt, or ``None`` when the LLM has nothing to do."""
         entry = _entry(input, self.gate.name)
         todo = self._todo(entry)
         if not todo:
-            return {}
+            return None
         questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in todo}
         schema, fields = answer_schema(questions)
-        messages = llm_messages(self.gate.read_input(input), questions, self.max_chars)
+        return entry, questions, schema, fields, llm_messages(self.gate.read_input(input), questions, self.max_chars)
+
+    def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Ask the LLM (unless already asked for this decision) and return the state update."""
+        prepared = self._prepare(input)
+        if prepared is None:
+            return {}
+        entry, questions, schema, fields, messages = prepared
         try:
             raw, error = _as_dict(self.chat_model.with_structured_output(schema).invoke(messages)), None
         except Exception as exc:  # an LLM failure escalates to a human, it never decides
@@ -183,13 +190,10 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Async ``invoke``."""
-        entry = _entry(input, self.gate.name)
-        todo = self._todo(entry)
-        if not todo:
+        prepared = self._prepare(input)
+        if prepared is None:
             return {}
-        questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in todo}
-        schema, fields = answer_schema(questions)
-        messages = llm_messages(self.gate.read_input(input), questions, self.max_chars)
+        entry, questions, schema, fields, messages = prepared
         try:
             raw, error = _as_dict(await self.chat_model.with_structured_output(schema).ainvoke(messages)), None
         except Exception as exc:
