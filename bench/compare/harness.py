@@ -113,30 +113,37 @@ def _throughput(method: Method, items: list[BenchItem], rows: list[dict[str, Any
 def scaling(
     methods: Sequence[Method],
     sweeps: dict[str, list[tuple[int, dict[str, Any]]]],
-    reps: int = 3,
+    reps: int = 5,
     cap_seconds: float = 5.0,
     heavy: set[str] = frozenset(),
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Median seconds per request for each sweep point; a method stops a sweep once one point's
-    median exceeds ``cap_seconds`` (its later, larger points are recorded as skipped)."""
+    """Median seconds per request at each sweep point, methods interleaved rep by rep (heavy
+    methods: one rep). A method stops a sweep once one point's median exceeds ``cap_seconds``;
+    its later, larger points are recorded as skipped."""
     out: dict[str, Any] = {}
     for sweep, points in sweeps.items():
         out[sweep] = {m.key: [] for m in methods}
-        for method in methods:
-            capped = False
-            for x, request in points:
-                if capped:
-                    out[sweep][method.key].append({"x": x, "median_ms": None, "skipped": True})
-                    continue
+        capped: set[str] = set()
+        for x, request in points:
+            active = [m for m in methods if m.key not in capped]
+            for method in active:
                 method.predict(request)
-                times = []
-                for _ in range(1 if method.key in heavy else reps):
+            times: dict[str, list[float]] = {m.key: [] for m in active}
+            for rep in range(reps):
+                for method in active:
+                    if method.key in heavy and rep > 0:
+                        continue
                     t0 = time.perf_counter()
                     method.predict(request)
-                    times.append(time.perf_counter() - t0)
-                median = statistics.median(times)
+                    times[method.key].append(time.perf_counter() - t0)
+            for method in methods:
+                if method.key in capped:
+                    out[sweep][method.key].append({"x": x, "median_ms": None, "skipped": True})
+                    continue
+                median = statistics.median(times[method.key])
                 out[sweep][method.key].append({"x": x, "median_ms": median * 1000, "skipped": False})
-                capped = median > cap_seconds
-            log(f"scaling {sweep}: {method.key} done")
+                if median > cap_seconds:
+                    capped.add(method.key)
+            log(f"scaling {sweep} = {x} done")
     return out

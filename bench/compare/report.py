@@ -139,7 +139,9 @@ def scaling_section(result: dict[str, Any]) -> list[str]:
         return []
     titles = {k: v["title"] for k, v in result["methods"].items()}
     lines = ["### How cost grows", "", "![cost growth](../bench/compare/results/scaling.png)", "",
-             "Median ms per request (— = skipped after a point above the time cap):", ""]
+             "Median ms per request (— = skipped after a point above the time cap). The decision model cuts a state "
+             "longer than its window by its truncation policy (reported as `x_truncation`), so its cost stops growing "
+             "there; the bare forward reads up to 512 tokens.", ""]
     for sweep, by_method in scaling.items():
         xs = [p["x"] for p in next(iter(by_method.values()))]
         rows = [[titles.get(k, k), *[_f(p["median_ms"], 1) for p in points]] for k, points in by_method.items()]

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="checkpoint name or folder (default: mini, else untrained)")
     parser.add_argument("--train-limit", type=int, default=None, help="cap on train records for (e) (default: all)")
     parser.add_argument("--skip", nargs="*", default=[], help="method keys to leave out, e.g. smollm_json")
-    parser.add_argument("--scaling-reps", type=int, default=3)
+    parser.add_argument("--scaling-reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="short sweeps (for a smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--no-report", action="store_true")
