@@ -18,6 +18,8 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from clef_agents.model import ClefDecisionModel
+    from clef_agents.policy import LanePolicy
+    from clef_agents.serve.remote import RemoteDecisionModel
     from clef_agents.testing import FakeDecisionModel
     from clef_agents.wire import InvalidRequestError
 
@@ -25,6 +27,8 @@ _dynamic_imports: dict[str, str] = {
     "ClefDecisionModel": "clef_agents.model",
     "FakeDecisionModel": "clef_agents.testing",
     "InvalidRequestError": "clef_agents.wire",
+    "LanePolicy": "clef_agents.policy",
+    "RemoteDecisionModel": "clef_agents.serve.remote",
 }
 
 __all__ = ["__version__", *_dynamic_imports]
