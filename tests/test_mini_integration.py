@@ -1,0 +1,46 @@
+"""Integration: the shipped default model loads offline and answers held-out samples above a floor."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.integration
+
+SAMPLES = 60
+
+
+@pytest.fixture(scope="module")
+def mini():
+    from clef_agents.model import ClefDecisionModel
+
+    return ClefDecisionModel.from_pretrained("mini")
+
+
+def _accuracy(model, name: str) -> float:
+    from clef_agents import wire
+    from clef_agents.train.datasets import load_records
+
+    records = load_records(name, "test", limit=SAMPLES, seed=7)
+    responses = model.batch([{"state": r["state"], "questions": r["questions"]} for r in records])
+    hits = 0
+    for record, response in zip(records, responses):
+        (qid, label), = record["labels"].items()
+        answer = response.answers[qid]
+        question = wire.validate_questions(record["questions"])[qid]
+        hits += wire.label_index(question, label) == wire.option_names(question).index(wire.decided_label(answer))
+    return hits / len(records)
+
+
+def test_mini_is_trained_and_calibrated(mini):
+    assert mini.config.trained is True
+    assert mini.config.backbone == "minilm"
+    assert mini.config.calibration.fitted_on["records"] > 0
+
+
+def test_mini_answers_banking77_above_a_floor(mini):
+    assert _accuracy(mini, "banking77") >= 0.8
+
+
+def test_mini_answers_sms_spam_above_a_floor(mini):
+    assert _accuracy(mini, "sms_spam") >= 0.9
