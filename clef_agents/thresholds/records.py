@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from clef_agents import wire
+from clef_agents.train.records import iter_records
 
 PROBABILITIES_KEY = "probabilities"
 """``meta`` key of a record's (or trace's) answer probabilities: ``{qid: [p, ...]}``."""
@@ -51,17 +52,9 @@ def load_decision_records(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"decision records not found: {path}")
-    records = []
-    with path.open() as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc})") from None
-            _check_record(record, f"{path}:{number}")
-            records.append(record)
+    records = list(iter_records(path))
+    for number, record in enumerate(records, start=1):
+        _check_record(record, f"{path}: record {number}")
     return records
 
 
