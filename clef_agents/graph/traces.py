@@ -259,6 +259,7 @@ def _decision_records(
                 "gate": decision["gate"],
                 "thread_id": decision["thread_id"],
                 "model": decision["model"],
+                "route": next((route.get(qid, {}).get("slice") for qid in labelled), None),
                 "lanes": {qid: route.get(qid, {}).get("lane") for qid in labelled},
                 "probabilities": {qid: _probabilities(answers.get(qid)) for qid in labelled},
                 "details": {qid: o["detail"] for qid, o in labelled.items() if o["detail"]},
