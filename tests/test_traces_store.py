@@ -56,6 +56,7 @@ def test_store_is_a_wal_sqlite_file_and_exports_decision_records(tmp_path):
         "gate": "mod",
         "thread_id": "th",
         "model": "fake",
+        "route": None,
         "lanes": {"topic": "llm"},
         "probabilities": {"topic": {"sport": 0.5, "news": 0.25, "other": 0.25}},
         "details": {"topic": {"reviewer": "ana"}},
