@@ -7,7 +7,9 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
-SAMPLES = 60
+SAMPLES = 120
+# Floors sit below the measured test accuracy (MODEL_CARD.md: banking77 78.8 %, sms_spam 96.5 %)
+# so that a broken load, tokenizer or head fails loudly while sampling noise does not.
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def test_mini_is_trained_and_calibrated(mini):
 
 
 def test_mini_answers_banking77_above_a_floor(mini):
-    assert _accuracy(mini, "banking77") >= 0.8
+    assert _accuracy(mini, "banking77") >= 0.7
 
 
 def test_mini_answers_sms_spam_above_a_floor(mini):
