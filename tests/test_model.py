@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-import warnings
 
 import pytest
 from langchain_core.decisions import Box, Choice, Noul, Score

@@ -14,7 +14,6 @@ from clef_agents.policy import LanePolicy
 from clef_agents.testing import FakeDecisionModel
 from clef_agents.thresholds import (
     Costs,
-    DecisionSample,
     HumanRule,
     LaneShares,
     SyntheticScores,

@@ -35,7 +35,7 @@ def tiny_records(n: int, seed: int) -> list[dict]:
 
 
 def test_loss_falls_and_the_pipeline_round_trips(encoder_dir, tmp_path):
-    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+    from clef_agents.model import ClefDecisionModel
     from clef_agents.train.calibration import fit_calibration
     from clef_agents.train.evaluate import evaluate_records
     from clef_agents.train.trainer import TrainSettings, train

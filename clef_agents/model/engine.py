@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import threading
 from collections import OrderedDict
@@ -458,8 +457,3 @@ def _resolve_backbone(reference: str, folder: Path) -> str:
     if not Path(reference).is_absolute() and candidate.exists() and reference not in (".", ""):
         return str(candidate)
     return reference
-
-
-def entropy(probs: list[float]) -> float:
-    """Shannon entropy in nats (used in reports)."""
-    return -sum(p * math.log(p) for p in probs if p > 0)

@@ -13,7 +13,6 @@ design), so answers are invariant to option order, question order and question i
 
 from __future__ import annotations
 
-import math
 
 import torch
 import torch.nn.functional as F
@@ -138,8 +137,3 @@ class RoutingHead(nn.Module):
 def level_positions(n_levels: int) -> list[float]:
     """Relative positions of score levels in [0, 1]."""
     return [i / max(1, n_levels - 1) for i in range(n_levels)]
-
-
-def init_scale(dim: int) -> float:
-    """Xavier-like scale, kept for reference in tests of initialisation."""
-    return 1.0 / math.sqrt(dim)

@@ -81,7 +81,7 @@ def run_lane_fit(args: argparse.Namespace) -> int:
     from clef_agents.policy import LanePolicy
     from clef_agents.thresholds import records as rec
     from clef_agents.thresholds.curves import write_report
-    from clef_agents.thresholds.fit import Costs, HumanRule, fit_lanes
+    from clef_agents.thresholds.fit import Costs, fit_lanes
 
     if not getattr(args, "records", None):
         raise ValueError("--records is required: labelled decision records (JSONL)")
