@@ -195,8 +195,6 @@ class DecisionEngine:
     @classmethod
     def load(cls, folder: str | Path, device: torch.device | None = None) -> DecisionEngine:
         """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors)."""
-        from safetensors.torch import load_file  # noqa: PLC0415
-
         folder = Path(folder)
         config_path = folder / CONFIG_FILE
         if not config_path.exists():
@@ -204,10 +202,17 @@ class DecisionEngine:
         config = ClefConfig.model_validate_json(config_path.read_text())
         backbone = load_backbone(_resolve_backbone(config.backbone, folder))
         engine = cls(config, backbone, device)
-        if config.lora is not None:
-            engine._load_adapter(folder / ADAPTER_DIR)
-        engine.head.load_state_dict(load_file(str(folder / HEAD_FILE), device=str(engine.device)))
+        engine.load_weights(folder)
         return engine
+
+    def load_weights(self, folder: str | Path) -> None:
+        """Load the adapter and head weights of a checkpoint folder into this engine."""
+        from safetensors.torch import load_file  # noqa: PLC0415
+
+        folder = Path(folder)
+        if self.config.lora is not None:
+            self._load_adapter(folder / ADAPTER_DIR)
+        self.head.load_state_dict(load_file(str(folder / HEAD_FILE), device=str(self.device)))
 
     def _load_adapter(self, adapter_dir: Path) -> None:
         from peft import set_peft_model_state_dict  # noqa: PLC0415

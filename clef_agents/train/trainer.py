@@ -253,12 +253,7 @@ def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, sche
     state_file = run_dir / "train_state.pt"
     if not state_file.exists() or not (run_dir / "last" / "config.json").exists():
         return 0
-    restored = DecisionEngine.load(run_dir / "last", engine.device)
-    engine.head.load_state_dict(restored.head.state_dict())
-    from peft import get_peft_model_state_dict, set_peft_model_state_dict  # noqa: PLC0415
-
-    if engine.config.lora is not None:
-        set_peft_model_state_dict(engine.network, get_peft_model_state_dict(restored.network))
+    engine.load_weights(run_dir / "last")
     state = torch.load(state_file, weights_only=True)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
