@@ -391,25 +391,25 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
 
     def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         """Interrupt for the open questions (none open: no update) and record the reviewer's labels."""
-        entry = _entry(input, self.gate.name)
-        open_ids = pending_questions(entry)
-        if not open_ids:
-            return {}
-        questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in open_ids}
-        labels, info = self._ask(review_payload(entry, questions), questions)
-        return self._apply(entry, labels, info)
+        asked = self._review(input)
+        return self._apply(*asked) if asked else {}
 
     async def ainvoke(
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Async ``invoke``: the interrupt runs in the loop, the trace write in a thread."""
+        asked = self._review(input)
+        return await asyncio.to_thread(self._apply, *asked) if asked else {}
+
+    def _review(self, input: Mapping[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+        """Interrupt for the open questions; ``None`` when nothing is open."""
         entry = _entry(input, self.gate.name)
         open_ids = pending_questions(entry)
         if not open_ids:
-            return {}
+            return None
         questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in open_ids}
         labels, info = self._ask(review_payload(entry, questions), questions)
-        return await asyncio.to_thread(self._apply, entry, labels, info)
+        return entry, labels, info
 
     def _ask(self, payload: dict[str, Any], questions: Mapping[str, wire.TextQuestion]) -> tuple[dict[str, Any], dict[str, Any]]:
         attempts = 0
