@@ -84,10 +84,6 @@ def summarise_calibration(model: ClefDecisionModel, records: Sequence[dict[str, 
     return {kind: {k: v["calibrated"][k] for k in ("n", "accuracy", "nll", "ece")} for kind, v in report.items()}
 
 
-def _load_model(model_ref: str) -> ClefDecisionModel:
-    return ClefDecisionModel.from_pretrained(model_ref)
-
-
 def run_evaluation(
     model_ref: str,
     datasets: Sequence[str] | None,
@@ -101,7 +97,7 @@ def run_evaluation(
     from clef_agents.train.datasets import DATASETS, available_splits, load_records  # noqa: PLC0415
     from clef_agents.train.records import read_records  # noqa: PLC0415
 
-    model = _load_model(model_ref)
+    model = ClefDecisionModel.from_pretrained(model_ref)
     report_dir.mkdir(parents=True, exist_ok=True)
     sources: dict[str, list[dict[str, Any]]] = {}
     if record_files:
