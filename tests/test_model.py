@@ -178,3 +178,29 @@ def test_import_clef_agents_stays_light():
     code = "import sys, clef_agents; print(' '.join(m for m in ('torch','transformers','peft') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_match_vectors_are_cached_per_question_and_forgotten_when_training(encoder_dir):
+    import torch
+
+    model = make_model(encoder_dir)
+    engine = model.engine
+    question = wire.validate_questions(
+        {"team": {"type": "choice", "instructions": "which team", "criteria": {"billing": "money", "security": "card lost"}}}
+    )["team"]
+    request = [("my card was stolen", [question])]
+    with torch.no_grad():
+        cached_batch = engine.encode(request)
+        cached = engine.logits(cached_batch)
+    live_batch = engine.encode(request)  # gradients on: computed live, nothing cached
+    assert cached_batch.match_vec is not None and live_batch.match_vec is None
+    assert torch.allclose(cached, engine.logits(live_batch).detach(), atol=1e-5)
+
+    engine.train_mode(True)
+    with torch.no_grad():
+        engine.head.match_option[-1].weight.add_(0.5)
+    engine.train_mode(False)
+    with torch.no_grad():
+        after = engine.logits(engine.encode(request))
+    assert not torch.allclose(after, cached, atol=1e-4)
+    assert torch.allclose(after, engine.logits(engine.encode(request)).detach(), atol=1e-5)

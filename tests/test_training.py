@@ -91,3 +91,90 @@ def test_schema_embeddings_ignore_training_mode(encoder_dir):
     finally:
         engine.train_mode(False)
     assert (eval_vec - train_vec).abs().max().item() < 1e-6
+
+
+@pytest.mark.parametrize("stage", ["match", "head"])
+def test_cached_stages_train_the_head_and_leave_the_adapter_alone(encoder_dir, tmp_path, stage):
+    import torch
+
+    from clef_agents.train.trainer import TrainSettings, train
+
+    model = make_model(encoder_dir)
+    adapter_before = {n: p.detach().clone() for n, p in model.engine.network.named_parameters() if "lora_" in n}
+    attention_before = model.engine.head.gather.q.weight.detach().clone()
+    cache_file = tmp_path / "states.pt"
+    settings = TrainSettings(steps=60, batch_size=8, warmup_steps=3, lr_head=3e-3, augment=False, threads=1,
+                             stage=stage, state_cache=str(cache_file))
+    summary = train(model, tiny_records(48, 0), settings, tmp_path / "run", progress=False)
+    early, late = sum(summary["losses"][:10]) / 10, sum(summary["losses"][-10:]) / 10
+    assert late < 0.8 * early
+    for name, p in model.engine.network.named_parameters():
+        if "lora_" in name:
+            assert torch.equal(p, adapter_before[name]), name
+    attention_changed = not torch.equal(model.engine.head.gather.q.weight, attention_before)
+    assert attention_changed == (stage == "head")
+    assert cache_file.exists()
+
+
+def test_state_cache_reuses_only_states_made_with_the_same_adapter(encoder_dir, tmp_path):
+    import torch
+
+    from clef_agents.train.trainer import StateCache
+
+    model = make_model(encoder_dir)
+    cache = StateCache(model.engine)
+    cache.fill(["card lost stolen", "refund please"], progress=False)
+    cache.save(tmp_path / "states.pt")
+    again = StateCache(model.engine)
+    assert again.load(tmp_path / "states.pt") == 2
+    hidden, mask = again.padded(["refund please", "card lost stolen"])
+    assert hidden.shape[0] == 2 and mask.sum() == sum(s.shape[0] for s in cache.states.values())
+    with torch.no_grad():
+        next(p for n, p in model.engine.network.named_parameters() if "lora_B" in n).add_(1.0)
+    assert StateCache(model.engine).load(tmp_path / "states.pt") == 0
+
+
+def test_cached_states_match_a_live_forward(encoder_dir):
+    import torch
+
+    from clef_agents import wire
+    from clef_agents.train.trainer import StateCache
+
+    model = make_model(encoder_dir)
+    engine = model.engine
+    texts = ["card lost stolen please help", "refund"]
+    questions = [[wire.validate_questions(tiny_records(1, 0)[0]["questions"])["team"]]] * 2
+    live = engine.logits(engine.encode(list(zip(texts, questions))))
+    hidden, mask = StateCache(engine).padded(texts)
+    cached = engine.head_logits(hidden, mask, engine.encode_schemas(questions))
+    assert torch.allclose(live, cached, atol=1e-2)
+
+
+def test_label_weights_draw_rare_labels_more_often():
+    from clef_agents.train.trainer import RecordSampler, TrainSettings
+
+    records = [{"state": f"s{i}", "questions": {"q": {"type": "noul", "instructions": "rare?"}},
+                "labels": {"q": i < 5}, "meta": {"dataset": "d"}} for i in range(100)]
+    rng = random.Random(0)
+    plain = RecordSampler(records, TrainSettings(augment=False)).draw(rng, 2000)
+    boosted = RecordSampler(records, TrainSettings(augment=False, label_weights={"d:True": 19.0})).draw(rng, 2000)
+    share = lambda examples: sum(ex[2][0] == 0 for ex in examples) / len(examples)  # noqa: E731
+    assert share(plain) < 0.1 and 0.4 < share(boosted) < 0.6  # 5 * 19 / (95 + 5 * 19) = 0.5
+
+
+def test_cap_records_keeps_boosted_labels_and_whole_uncapped_sets():
+    from clef_agents.train.recipes import cap_records
+
+    rows = [{"meta": {"dataset": "big"}, "labels": {"q": "oos" if i < 3 else "x"}} for i in range(50)]
+    rows += [{"meta": {"dataset": "whole"}, "labels": {"q": "x"}} for _ in range(40)]
+    capped = cap_records(rows, {"default": 10, "whole": 0}, keep={"big:oos": 5.0})
+    big = [r for r in capped if r["meta"]["dataset"] == "big"]
+    assert len(big) == 10 and sum(r["labels"]["q"] == "oos" for r in big) == 3
+    assert sum(r["meta"]["dataset"] == "whole" for r in capped) == 40
+
+
+def test_unknown_stage_is_refused(encoder_dir, tmp_path):
+    from clef_agents.train.trainer import TrainSettings, train
+
+    with pytest.raises(ValueError, match="unknown training stage 'lora'; choose one of full, head, match"):
+        train(make_model(encoder_dir), tiny_records(4, 0), TrainSettings(steps=1, stage="lora"), tmp_path, progress=False)

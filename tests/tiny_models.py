@@ -68,4 +68,5 @@ def make_model(folder, **kwargs):
             if "lora_B" in name:
                 parameter.normal_(0, 0.2)
         model.engine.head.field_gate.fill_(1.0)
+        model.engine.head.match_option[-1].weight.normal_(0, 0.2)
     return model

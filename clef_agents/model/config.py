@@ -45,6 +45,8 @@ class HeadSettings(BaseModel):
     dropout: float = 0.1
     cross_question_gate: float = 0.1
     """Upper bound of the gate on field-to-field attention across questions (0 turns it off)."""
+    match: bool = True
+    """Add the match path: pooled state against a learned transform of each option's text."""
 
 
 class Calibration(BaseModel):

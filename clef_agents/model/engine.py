@@ -36,6 +36,7 @@ class QuestionSchema:
     question_vec: torch.Tensor  # [H]
     option_type: list[int]
     option_level: list[float]
+    match_vec: torch.Tensor | None = None  # [n, H]: the head's match-path option vectors, cached at inference
 
 
 @dataclass
@@ -73,6 +74,7 @@ class EncodedBatch:
     option_question: torch.Tensor
     spans: list[list[tuple[int, int]]]  # per request, per question: [start, end) in the option axis
     truncations: list[Truncation] = field(default_factory=list)
+    match_vec: torch.Tensor | None = None  # cached match-path option vectors (inference only)
 
 
 def option_texts(question: wire.TextQuestion) -> list[str]:
@@ -205,14 +207,22 @@ class DecisionEngine:
         engine.load_weights(folder)
         return engine
 
-    def load_weights(self, folder: str | Path) -> None:
-        """Load the adapter and head weights of a checkpoint folder into this engine."""
+    def load_weights(self, folder: str | Path, strict: bool = True) -> list[str]:
+        """Load the adapter and head weights of a checkpoint folder into this engine.
+
+        With ``strict=False`` head parameters the folder lacks (e.g. a part added since it was
+        trained) keep their initial values; their names are returned.
+        """
         from safetensors.torch import load_file  # noqa: PLC0415
 
         folder = Path(folder)
         if self.config.lora is not None:
             self._load_adapter(folder / ADAPTER_DIR)
-        self.head.load_state_dict(load_file(str(folder / HEAD_FILE), device=str(self.device)))
+        result = self.head.load_state_dict(load_file(str(folder / HEAD_FILE), device=str(self.device)), strict=strict)
+        self._forget_match_vectors()
+        if result.unexpected_keys:
+            raise ValueError(f"head weights in {folder} do not fit this head: unexpected {result.unexpected_keys[:3]}")
+        return list(result.missing_keys)
 
     def _load_adapter(self, adapter_dir: Path) -> None:
         from peft import set_peft_model_state_dict  # noqa: PLC0415
@@ -320,27 +330,41 @@ class DecisionEngine:
 
     def encode(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> EncodedBatch:
         """Pack several (state text, questions) requests into padded tensors."""
-        pad_id = self.backbone.tokenizer.pad_token_id or 0
         token_rows, truncations = zip(*(self.tokenize_state(text) for text, _ in requests))
-        max_len = max(len(row) for row in token_rows)
-        input_ids = torch.full((len(requests), max_len), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(requests), max_len), dtype=torch.long)
-        for i, row in enumerate(token_rows):
-            input_ids[i, : len(row)] = torch.tensor(row)
-            attention[i, : len(row)] = 1
-        schemas = [[self.schema(q) for q in questions] for _, questions in requests]
+        input_ids, attention = self._pad(list(token_rows))
+        batch = self.encode_schemas([questions for _, questions in requests])
+        batch.input_ids, batch.attention_mask, batch.truncations = input_ids, attention, list(truncations)
+        return batch
+
+    def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Right-padded token ids and attention mask for token rows."""
+        pad_id = self.backbone.tokenizer.pad_token_id or 0
+        ids = torch.full((len(rows), max(len(row) for row in rows)), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        return ids, mask
+
+    def encode_schemas(self, question_rows: list[list[wire.TextQuestion]]) -> EncodedBatch:
+        """The option side of a batch (no state tokens: ``input_ids`` and ``attention_mask`` are empty)."""
+        schemas = [[self.schema(q) for q in questions] for questions in question_rows]
+        n_rows = len(question_rows)
         n_options = max(sum(len(s.option_type) for s in row) for row in schemas)
         hidden = self.backbone.hidden_size
-        option_vec = torch.zeros(len(requests), n_options, hidden)
-        question_vec = torch.zeros(len(requests), n_options, hidden)
-        option_type = torch.zeros(len(requests), n_options, dtype=torch.long)
-        option_level = torch.zeros(len(requests), n_options)
-        option_question = torch.full((len(requests), n_options), -1, dtype=torch.long)
+        option_vec = torch.zeros(n_rows, n_options, hidden)
+        question_vec = torch.zeros(n_rows, n_options, hidden)
+        option_type = torch.zeros(n_rows, n_options, dtype=torch.long)
+        option_level = torch.zeros(n_rows, n_options)
+        option_question = torch.full((n_rows, n_options), -1, dtype=torch.long)
+        match_vec = torch.zeros(n_rows, n_options, hidden) if self._cache_match else None
         spans: list[list[tuple[int, int]]] = []
         for i, row in enumerate(schemas):
             cursor, row_spans = 0, []
             for q_index, schema in enumerate(row):
                 n = len(schema.option_type)
+                if match_vec is not None:
+                    match_vec[i, cursor : cursor + n] = self._match_vectors(schema)
                 option_vec[i, cursor : cursor + n] = schema.option_vec
                 question_vec[i, cursor : cursor + n] = schema.question_vec
                 option_type[i, cursor : cursor + n] = torch.tensor(schema.option_type)
@@ -349,24 +373,63 @@ class DecisionEngine:
                 row_spans.append((cursor, cursor + n))
                 cursor += n
             spans.append(row_spans)
-        return EncodedBatch(input_ids, attention, option_vec, question_vec, option_type, option_level, option_question, spans, list(truncations))
+        empty = torch.zeros((n_rows, 0), dtype=torch.long)
+        return EncodedBatch(empty, empty, option_vec, question_vec, option_type, option_level, option_question, spans, match_vec=match_vec)
+
+    @property
+    def _cache_match(self) -> bool:
+        """Match-path option vectors are cached per question only while the head is frozen."""
+        return self.config.head.match and not self.head.training and not torch.is_grad_enabled()
+
+    def _match_vectors(self, schema: QuestionSchema) -> torch.Tensor:
+        if schema.match_vec is None:
+            dev = self.device
+            vectors = schema.option_vec.to(dev)
+            questions = schema.question_vec.to(dev).expand_as(vectors)
+            schema.match_vec = self.head.match_option_vectors(vectors, questions).float().cpu()
+        return schema.match_vec
+
+    def _forget_match_vectors(self) -> None:
+        with self._lock:
+            for schema in self._schema_cache.values():
+                schema.match_vec = None
 
     def logits(self, batch: EncodedBatch) -> torch.Tensor:
         """Raw option logits [B, O] for an encoded batch (differentiable when training)."""
+        mask = batch.attention_mask.to(self.device)
+        hidden = self._hidden(batch.input_ids.to(self.device), mask).float()
+        return self.head_logits(hidden, mask, batch)
+
+    def head_logits(self, hidden: torch.Tensor, mask: torch.Tensor, batch: EncodedBatch) -> torch.Tensor:
+        """Option logits from given state token states [B, T, H] (e.g. cached ones) and a batch's options."""
         dev = self.device
-        mask = batch.attention_mask.to(dev)
-        hidden = self._hidden(batch.input_ids.to(dev), mask).float()
-        pooled = _mean_pool(hidden, mask)
+        mask = mask.to(dev)
+        hidden = hidden.to(dev).float()
         return self.head(
             hidden,
             mask.bool(),
-            pooled,
+            _mean_pool(hidden, mask),
             batch.option_vec.to(dev),
             batch.question_vec.to(dev),
             batch.option_type.to(dev),
             batch.option_level.to(dev),
             batch.option_question.to(dev),
+            batch.match_vec.to(dev) if batch.match_vec is not None else None,
         )
+
+    @torch.no_grad()
+    def state_hidden(self, texts: list[str]) -> list[torch.Tensor]:
+        """Final-layer token states [T, H] of state texts (as the head sees them; float16, CPU),
+        for training the head on cached states while the backbone and adapter stay fixed."""
+        was_training = self.network.training
+        self.network.eval()
+        try:
+            rows = [self.tokenize_state(text)[0] for text in texts]
+            ids, mask = self._pad(rows)
+            hidden = self._hidden(ids.to(self.device), mask.to(self.device)).float().cpu()
+        finally:
+            self.network.train(was_training)
+        return [hidden[i, : len(row)].to(torch.float16) for i, row in enumerate(rows)]
 
     def _hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         out = self.network(input_ids=input_ids, attention_mask=attention_mask)
@@ -412,6 +475,7 @@ class DecisionEngine:
         """Switch dropout on (training) or off (inference)."""
         self.network.train(training)
         self.head.train(training)
+        self._forget_match_vectors()
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """LoRA and head parameters (the backbone itself stays frozen)."""

@@ -5,7 +5,9 @@ question's instructions. Stage 1: each option gathers evidence from the state to
 options attend to their siblings (the other options of the same question), question summaries
 attend to each other through a small bounded gate, and every option looks back at the state
 before it is scored. A lexical prior (cosine between the pooled state and the option text)
-keeps each option's meaning even for names the head never saw.
+keeps each option's meaning even for names the head never saw, and a match path scores the
+pooled state against a learned transform of each option's text (a schema-conditioned bilinear
+classifier: it starts as the lexical prior and learns fast, because it needs no attention).
 
 No positional information enters the option axis (levels of a score are the exception, by
 design), so answers are invariant to option order, question order and question ids.
@@ -81,6 +83,13 @@ class RoutingHead(nn.Module):
         self.field_gate = nn.Parameter(torch.zeros(()))
         self.score = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
         self.prior_scale = nn.Parameter(torch.tensor([0.0, 0.0, 20.0, 5.0]))
+        if settings.match:
+            self.match_state = nn.Linear(backbone_dim, backbone_dim)
+            self.match_option = nn.Sequential(
+                nn.Linear(2 * backbone_dim, 2 * backbone_dim), nn.GELU(), nn.Linear(2 * backbone_dim, backbone_dim)
+            )
+            self.match_scale = nn.Parameter(torch.tensor([1.0, 1.0, 1.0, 1.0]))
+            _start_as_identity(self.match_state, self.match_option[-1])
 
     def forward(
         self,
@@ -92,6 +101,7 @@ class RoutingHead(nn.Module):
         option_type: torch.Tensor,
         option_level: torch.Tensor,
         option_question: torch.Tensor,
+        match_options: torch.Tensor | None = None,
     ) -> torch.Tensor:
         valid = option_question >= 0
         memory = self.state_proj(state)
@@ -110,9 +120,43 @@ class RoutingHead(nn.Module):
         x = self._cross_question(x, option_question, valid)
         x = self.recheck(x, memory, to_state)
         logits = self.score(x).squeeze(-1)
+        return self.pooled_logits(pooled_state, option_vec, question_vec, option_type, option_question, logits, match_options)
+
+    def pooled_logits(
+        self,
+        pooled_state: torch.Tensor,
+        option_vec: torch.Tensor,
+        question_vec: torch.Tensor,
+        option_type: torch.Tensor,
+        option_question: torch.Tensor,
+        base: torch.Tensor | None = None,
+        match_options: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The lexical prior plus the match path (added to ``base`` when given): the part of the
+        head that sees only the pooled state, cheap enough to pre-train on cached states.
+        ``match_options`` are precomputed ``match_option_vectors`` (they depend only on the schema)."""
         prior = F.cosine_similarity(pooled_state.unsqueeze(1), option_vec, dim=-1)
-        logits = logits + self.prior_scale[option_type] * prior
-        return logits.masked_fill(~valid, NEG_INF)
+        logits = self.prior_scale[option_type] * prior
+        if base is not None:
+            logits = logits + base
+        if self.settings.match:
+            state = F.normalize(self.match_state(pooled_state), dim=-1)
+            options = match_options if match_options is not None else self.match_option_vectors(option_vec, question_vec)
+            logits = logits + self.match_scale[option_type] * torch.einsum("bh,boh->bo", state, options)
+        return logits.masked_fill(option_question < 0, NEG_INF)
+
+    def match_option_vectors(self, option_vec: torch.Tensor, question_vec: torch.Tensor) -> torch.Tensor:
+        """The option side of the match path (unit vectors); a function of the schema alone, so
+        inference caches it per question."""
+        options = option_vec + self.match_option(torch.cat([option_vec, question_vec], dim=-1))
+        return F.normalize(options, dim=-1)
+
+    def match_parameters(self) -> list[nn.Parameter]:
+        """Parameters of the pooled part (prior scale and match path)."""
+        params = [self.prior_scale]
+        if self.settings.match:
+            params += [*self.match_state.parameters(), *self.match_option.parameters(), self.match_scale]
+        return params
 
     def _cross_question(self, x: torch.Tensor, option_question: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Question summaries attend to each other; the result flows back to their options
@@ -132,6 +176,15 @@ class RoutingHead(nn.Module):
         mixed = self.fields.attend(summaries, summaries, allowed)
         gate = bound * torch.tanh(self.field_gate)
         return x + gate * torch.einsum("boq,bqd->bod", membership, mixed)
+
+
+def _start_as_identity(state_map: nn.Linear, option_out: nn.Linear) -> None:
+    """The match path starts as the plain cosine of pooled state and option text."""
+    with torch.no_grad():
+        state_map.weight.copy_(torch.eye(state_map.weight.shape[0]))
+        state_map.bias.zero_()
+        option_out.weight.zero_()
+        option_out.bias.zero_()
 
 
 def level_positions(n_levels: int) -> list[float]:

@@ -67,7 +67,7 @@ def _fit_temperature(items: list[RawLogits]) -> float:
         return loss
 
     optimizer.step(closure)
-    return float(log_t.exp().clamp(0.05, 20.0))
+    return float(log_t.detach().exp().clamp(0.05, 20.0))
 
 
 def _fit_platt(items: list[RawLogits]) -> tuple[float, float]:

@@ -28,6 +28,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=int, default=None)
+    train.add_argument("--stage", choices=["full", "head", "match"], default="full",
+                       help="full: LoRA + head; head / match: the head (or its pooled part) on cached states")
+    train.add_argument("--init", default=None, help="start from this checkpoint's adapter and head (e.g. a full-stage run)")
+    train.add_argument("--state-cache", default=None, help="file that keeps the cached states between head/match runs")
+    train.add_argument("--lr-head", type=float, default=None, help="learning rate of the head (default 1e-3)")
+    train.add_argument("--no-calibrate", action="store_true", help="skip fitting calibration at the end")
     train.add_argument("--no-resume", action="store_true")
     train.add_argument("--no-progress", action="store_true")
     train.set_defaults(func=_run_train)
@@ -66,30 +72,64 @@ def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
 def _run_train(args: argparse.Namespace) -> int:
     from clef_agents.model.config import ClefConfig  # noqa: PLC0415
     from clef_agents.train.calibration import fit_calibration  # noqa: PLC0415
-    from clef_agents.train.recipes import MINI_MIXTURE, mixture_records  # noqa: PLC0415
+    from clef_agents.train.recipes import MINI_CACHE_CAPS, MINI_LABEL_WEIGHTS, MINI_MIXTURE, cap_records, mixture_records  # noqa: PLC0415
     from clef_agents.train.trainer import TrainSettings, train  # noqa: PLC0415
 
     out = Path(args.out)
     weights: dict[str, float] = {}
+    label_weights: dict[str, float] = {}
     if args.records:
         train_records = _read_jsonl(args.records)
         valid_records = _read_jsonl(args.valid_records or [])
     else:
         train_records, weights = mixture_records(MINI_MIXTURE, "train", tuple(args.exclude))
         valid_records, _ = mixture_records(MINI_MIXTURE, "valid", tuple(args.exclude))
+        label_weights = dict(MINI_LABEL_WEIGHTS)
+        if args.stage != "full":
+            train_records = cap_records(train_records, MINI_CACHE_CAPS, args.seed, keep=label_weights)
     print(f"training on {len(train_records)} records ({len(weights) or 'custom'} datasets); {len(valid_records)} held out for calibration")
-    config = ClefConfig(name=args.name, backbone=args.backbone)
-    model = _fresh(config)
-    settings = TrainSettings(steps=args.steps, batch_size=args.batch_size, seed=args.seed, threads=args.threads, dataset_weights=weights)
+    model, previous_card = _starting_model(args)
+    settings = TrainSettings(steps=args.steps, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
+                             dataset_weights=weights, label_weights=label_weights, stage=args.stage,
+                             state_cache=args.state_cache)
+    if args.lr_head is not None:
+        settings.lr_head = args.lr_head
     summary = train(model, train_records, settings, out, resume=not args.no_resume, progress=not args.no_progress)
-    if valid_records:
+    if valid_records and not args.no_calibrate:
         fit_calibration(model, valid_records, progress=not args.no_progress)
     model.engine.config.trained = True
-    model.engine.config.data_card = _data_card(summary, weights, args, len(train_records))
+    card = _data_card(summary, weights, args, len(train_records))
+    model.engine.config.data_card = {**card, "stages": [*previous_card.get("stages", [_stage_entry(previous_card)] if previous_card else []), _stage_entry(card)]}
     final = model.save_pretrained(out / "final")
     (out / "summary.json").write_text(json.dumps({k: v for k, v in summary.items() if k != "losses"}, indent=2))
     print(f"saved {final} (loss {summary['first_loss']:.3f} → {summary['final_loss']:.3f}, {summary['wall_time_s'] / 60:.1f} min)")
     return 0
+
+
+def _starting_model(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """A fresh model, or (``--init``) one that starts from a checkpoint's adapter and head; head
+    parts the checkpoint lacks start from their initial values. Returns it and the old data card."""
+    from clef_agents.model.config import ClefConfig  # noqa: PLC0415
+    from clef_agents.model.decision_model import shipped_checkpoint  # noqa: PLC0415
+
+    if not args.init:
+        return _fresh(ClefConfig(name=args.name, backbone=args.backbone)), {}
+    folder = shipped_checkpoint(args.init) if args.init == "mini" else Path(args.init)
+    old = json.loads((folder / "config.json").read_text())
+    old["head"].setdefault("match", True)
+    config = ClefConfig.model_validate({**old, "name": args.name, "trained": False, "data_card": {}})
+    if not Path(config.backbone).is_absolute() and (folder / config.backbone).exists():
+        config.backbone = str(folder / config.backbone)
+    model = _fresh(config)
+    missing = model.engine.load_weights(folder, strict=False)
+    if missing:
+        print(f"starting from {folder}; new head parameters start fresh: {', '.join(sorted({k.split('.')[0] for k in missing}))}")
+    return model, old.get("data_card", {})
+
+
+def _stage_entry(card: dict[str, Any]) -> dict[str, Any]:
+    keys = ("stage", "steps", "batch_size", "train_records", "wall_time_s", "examples_per_s", "loss_first", "loss_final", "command")
+    return {k: card.get(k, "full" if k == "stage" else None) for k in keys}
 
 
 def _fresh(config: Any) -> Any:
@@ -115,8 +155,9 @@ def _data_card(summary: dict[str, Any], weights: dict[str, float], args: argpars
         "examples_per_s": round(summary["examples_per_s"], 2),
         "loss_first": summary["first_loss"],
         "loss_final": summary["final_loss"],
+        "stage": args.stage,
         "command": "clef-agents train " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                                                   if k in ("out", "steps", "batch_size", "seed", "name") ) +
+                                                   if k in ("out", "steps", "batch_size", "seed", "name", "stage", "init", "lr_head") and v is not None) +
                    (" --exclude " + " ".join(args.exclude) if args.exclude else ""),
     }
 

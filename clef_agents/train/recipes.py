@@ -32,6 +32,14 @@ MINI_MIXTURE: dict[str, float] = {
 }
 """Share of training draws per dataset (relative weights, not counts)."""
 
+MINI_LABEL_WEIGHTS: dict[str, float] = {"clinc150:oos": 25.0}
+"""Rare labels drawn more often within their set: clinc150 has 100 out-of-scope training rows
+among 15,000, yet a fifth of its test rows are out of scope."""
+
+MINI_CACHE_CAPS: dict[str, int] = {"default": 3000, "banking77": 0, "clinc150": 0, "hwu64": 0, "sst5": 0, "bfcl_relevance": 0}
+"""Records per data set for the cached-state stages (0 = all): every intent set whole, the large
+inference sets sampled (their states are long, and the cache lives in memory)."""
+
 TRAIN_SPLIT_OVERRIDES = {"snli_esnli": "valid", "scitail": "valid"}
 """Sets published without a train split: their validation split is used for training, and they
 are never used for calibration or reported as held-out results."""
@@ -60,3 +68,30 @@ def mixture_records(mixture: dict[str, float], split: str, exclude: tuple[str, .
         records.extend(rows)
         weights[name] = share / len(rows)
     return records, weights
+
+
+def cap_records(records: list[dict[str, Any]], caps: dict[str, int], seed: int = 0, keep: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """At most ``caps[dataset]`` (else ``caps["default"]``; 0 = no cap) records per data set, a seeded
+    sample; records whose ``"dataset:label"`` is in ``keep`` always stay.
+
+    Example:
+        >>> rows = [{"meta": {"dataset": "a"}, "labels": {"q": i}} for i in range(5)]
+        >>> len(cap_records(rows, {"default": 2}))
+        2
+    """
+    import random  # noqa: PLC0415
+
+    keep = keep or {}
+    by_dataset: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_dataset.setdefault(record.get("meta", {}).get("dataset", "?"), []).append(record)
+    out: list[dict[str, Any]] = []
+    for name, rows in by_dataset.items():
+        cap = caps.get(name, caps.get("default", 0))
+        if not cap or len(rows) <= cap:
+            out.extend(rows)
+            continue
+        kept = [r for r in rows if any(f"{name}:{v}" in keep for v in r.get("labels", {}).values())]
+        rest = [r for r in rows if r not in kept] if kept else rows
+        out.extend(kept + random.Random(f"{seed}:{name}").sample(rest, max(0, cap - len(kept))))
+    return out

@@ -1,5 +1,13 @@
 """Training: frozen backbone, LoRA + routing head, label-smoothed CE + Brier + an ordinal term.
 
+Three stages share one loop (``TrainSettings.stage``):
+
+- ``full``: LoRA + head, one backbone pass per step (the only stage that changes the adapter);
+- ``head``: the whole head on cached final-layer states of the training texts (backbone and
+  adapter fixed: the states are computed once, so a step costs only the head);
+- ``match``: only the pooled part of the head (prior and match path) on the same cache, which
+  is cheap enough for many passes over every intent set.
+
 Seeded and resumable: the run folder keeps ``last/`` (a loadable checkpoint) and
 ``train_state.pt`` (optimizer, scheduler, step; loaded with ``weights_only=True``). A progress bar
 shows loss, throughput and ETA; every ``log_every`` steps a JSON line goes to ``train_log.jsonl``.
@@ -53,6 +61,13 @@ class TrainSettings:
     threads: int | None = None
     micro_batches: int = 2
     dataset_weights: dict[str, float] = field(default_factory=dict)
+    label_weights: dict[str, float] = field(default_factory=dict)
+    """Draw records of ``"dataset:label"`` this many times as often within their data set
+    (e.g. ``{"clinc150:oos": 20}`` for a rare out-of-scope class)."""
+    stage: str = "full"
+    """``full`` (LoRA + head), ``head`` or ``match`` (cached states; see the module docstring)."""
+    state_cache: str | None = None
+    """File to keep the cached states in between runs (reused when it was made with the same adapter)."""
 
 
 def record_to_example(record: dict[str, Any]) -> Example:
@@ -111,18 +126,38 @@ class RecordSampler:
         weights = [settings.dataset_weights.get(name, 1.0) * size for name, size in zip(self.datasets, sizes)]
         total = sum(weights)
         self.probabilities = [w / total for w in weights]
+        self.cumulative = [_cumulative_label_weights(name, pool, settings.label_weights) for name, pool in zip(self.datasets, self.pools)]
         self._augment = _augmenter(settings)
+
+    def texts(self) -> list[str]:
+        """Every distinct state text the sampler can draw."""
+        return list(dict.fromkeys(wire.state_text(r["state"]) for pool in self.pools for r in pool))
 
     def draw(self, rng: random.Random, count: int) -> list[Example]:
         examples = []
         while len(examples) < count:
-            pool = rng.choices(self.pools, weights=self.probabilities)[0]
-            record = self._augment(rng.choice(pool), rng)
+            index = rng.choices(range(len(self.pools)), weights=self.probabilities)[0]
+            pool, cumulative = self.pools[index], self.cumulative[index]
+            raw = rng.choices(pool, cum_weights=cumulative)[0] if cumulative else rng.choice(pool)
+            record = self._augment(raw, rng)
             try:
                 examples.append(record_to_example(record))
             except (ValueError, wire.InvalidRequestError):
                 continue
         return examples
+
+
+def _cumulative_label_weights(dataset: str, pool: list[dict[str, Any]], label_weights: dict[str, float]) -> list[float] | None:
+    """Cumulative draw weights for a pool when some of its labels are boosted, else None."""
+    boosts = {key.split(":", 1)[1]: w for key, w in label_weights.items() if key.split(":", 1)[0] == dataset}
+    if not boosts:
+        return None
+    total, cumulative = 0.0, []
+    for record in pool:
+        labels = [str(v) for v in record.get("labels", {}).values()]
+        total += max([boosts.get(label, 1.0) for label in labels] or [1.0])
+        cumulative.append(total)
+    return cumulative
 
 
 def _augmenter(settings: TrainSettings) -> Callable[[dict[str, Any], random.Random], dict[str, Any]]:
@@ -166,7 +201,7 @@ def train(
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(settings.seed)
-    params = engine.trainable_parameters()
+    params = _stage_parameters(engine, settings.stage)
     lora_ids = {id(p) for n, p in engine.network.named_parameters() if "lora_" in n}
     optimizer = torch.optim.AdamW(
         [
@@ -181,17 +216,27 @@ def train(
     saved_window = engine.config.max_state_tokens
     if settings.max_train_state_tokens:
         engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
+    cache = None
+    if settings.stage != "full":
+        cache = StateCache(engine)
+        if settings.state_cache:
+            cache.load(settings.state_cache)
+        cache.fill(sampler.texts(), progress=progress)
+        if settings.state_cache:
+            cache.save(settings.state_cache)
     log_path = run_dir / "train_log.jsonl"
     losses: list[float] = []
     began = time.time()
     bar = tqdm(total=settings.steps, initial=start_step, disable=not progress, desc="train", unit="step", dynamic_ncols=True)
     engine.train_mode(True)
+    if settings.stage != "full":
+        engine.network.eval()  # cached states were computed without dropout; keep the backbone as it was
     try:
         for step in range(start_step, settings.steps):
             rng = random.Random(settings.seed * 1_000_003 + step)
             examples = sampler.draw(rng, settings.batch_size)
             optimizer.zero_grad(set_to_none=True)
-            loss = _accumulate(engine, examples, settings)
+            loss = _accumulate(engine, examples, settings, cache)
             torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
             optimizer.step()
             scheduler.step()
@@ -226,19 +271,126 @@ def train(
     }
 
 
-def _accumulate(engine: DecisionEngine, examples: list[Example], settings: TrainSettings) -> torch.Tensor:
+STAGES = ("full", "head", "match")
+
+
+def _stage_parameters(engine: DecisionEngine, stage: str) -> list[torch.nn.Parameter]:
+    """What a stage trains: LoRA + head (full), the head (head) or its pooled part (match)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown training stage {stage!r}; choose one of {', '.join(STAGES)}")
+    if stage == "full":
+        return engine.trainable_parameters()
+    for p in engine.network.parameters():
+        p.requires_grad_(False)
+    head = list(engine.head.parameters()) if stage == "head" else engine.head.match_parameters()
+    for p in head:
+        p.requires_grad_(True)
+    return head
+
+
+def _accumulate(engine: DecisionEngine, examples: list[Example], settings: TrainSettings, cache: StateCache | None = None) -> torch.Tensor:
     """Forward/backward in length-sorted micro-batches (less padding), gradients summed so the
     step equals one pass over the whole batch; returns the batch loss (detached)."""
     ordered = sorted(examples, key=lambda ex: len(ex[0]))
-    size = max(1, math.ceil(len(ordered) / settings.micro_batches))
+    parts = 1 if settings.stage == "match" else settings.micro_batches
+    size = max(1, math.ceil(len(ordered) / parts))
     total = torch.zeros(())
     for start in range(0, len(ordered), size):
         part = ordered[start : start + size]
-        batch = engine.encode([(text, qs) for text, qs, _ in part])
-        loss = question_losses(engine, engine.logits(batch), batch, part, settings) * (len(part) / len(ordered))
+        if cache is None:
+            batch = engine.encode([(text, qs) for text, qs, _ in part])
+            logits = engine.logits(batch)
+        else:
+            batch = engine.encode_schemas([qs for _, qs, _ in part])
+            logits = _cached_logits(engine, cache, batch, [text for text, _, _ in part], settings.stage)
+        loss = question_losses(engine, logits, batch, part, settings) * (len(part) / len(ordered))
         loss.backward()
         total = total + loss.detach()
     return total
+
+
+def _cached_logits(engine: DecisionEngine, cache: StateCache, batch: EncodedBatch, texts: list[str], stage: str) -> torch.Tensor:
+    if stage == "match":
+        pooled = cache.pooled(texts).to(engine.device)
+        dev = engine.device
+        return engine.head.pooled_logits(
+            pooled, batch.option_vec.to(dev), batch.question_vec.to(dev), batch.option_type.to(dev), batch.option_question.to(dev)
+        )
+    hidden, mask = cache.padded(texts)
+    return engine.head_logits(hidden, mask, batch)
+
+
+class StateCache:
+    """Final-layer token states of state texts, computed once (backbone and adapter fixed) and kept
+    in float16, so head-only stages skip the backbone.
+
+    Example:
+        >>> cache = StateCache(engine); cache.fill(["where is my card?"])  # doctest: +SKIP
+        >>> hidden, mask = cache.padded(["where is my card?"])  # doctest: +SKIP
+    """
+
+    def __init__(self, engine: DecisionEngine, chunk: int = 64):
+        self.engine = engine
+        self.chunk = chunk
+        self.states: dict[str, torch.Tensor] = {}
+        self._pooled: dict[str, torch.Tensor] = {}
+
+    def fill(self, texts: Sequence[str], progress: bool = True) -> None:
+        """Compute the states of texts not yet cached (length-sorted chunks, little padding)."""
+        from tqdm.auto import tqdm  # noqa: PLC0415
+
+        missing = sorted((t for t in dict.fromkeys(texts) if t not in self.states), key=len)
+        for start in tqdm(range(0, len(missing), self.chunk), desc="cache states", unit="batch", disable=not progress):
+            chunk = missing[start : start + self.chunk]
+            for text, states in zip(chunk, self.engine.state_hidden(chunk)):
+                self.states[text] = states
+                self._pooled[text] = states.float().mean(0)
+
+    def fingerprint(self) -> str:
+        """What the states depend on: backbone name, window and adapter weights."""
+        import hashlib  # noqa: PLC0415
+
+        digest = hashlib.sha256(f"{self.engine.config.backbone}|{self.engine.config.max_state_tokens}".encode())
+        for name, p in sorted(self.engine.network.named_parameters()):
+            if "lora_" in name:
+                digest.update(p.detach().float().cpu().numpy().tobytes())
+        return digest.hexdigest()
+
+    def save(self, path: str | Path) -> None:
+        """Write the cache (safetensors-free: a weights-only torch file of float16 tensors)."""
+        texts = list(self.states)
+        tmp = Path(f"{path}.tmp")
+        torch.save({"fingerprint": self.fingerprint(), "texts": texts, "states": [self.states[t] for t in texts]}, tmp)
+        tmp.replace(path)
+
+    def load(self, path: str | Path) -> int:
+        """Load a saved cache if it was made with this backbone, window and adapter; returns the count."""
+        if not Path(path).exists():
+            return 0
+        saved = torch.load(path, weights_only=True)
+        if saved["fingerprint"] != self.fingerprint():
+            print(f"state cache {path} was made with other weights; recomputing")
+            return 0
+        for text, states in zip(saved["texts"], saved["states"]):
+            self.states[text] = states
+            self._pooled[text] = states.float().mean(0)
+        return len(saved["texts"])
+
+    def padded(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """States [B, T, H] (float32) and mask [B, T] for texts, filling any that are missing."""
+        self.fill(texts, progress=False)
+        rows = [self.states[t] for t in texts]
+        hidden = torch.zeros(len(rows), max(r.shape[0] for r in rows), rows[0].shape[1])
+        mask = torch.zeros(hidden.shape[:2], dtype=torch.long)
+        for i, row in enumerate(rows):
+            hidden[i, : row.shape[0]] = row.float()
+            mask[i, : row.shape[0]] = 1
+        return hidden, mask
+
+    def pooled(self, texts: Sequence[str]) -> torch.Tensor:
+        """Mean-pooled states [B, H] for texts."""
+        self.fill(texts, progress=False)
+        return torch.stack([self._pooled[t] for t in texts])
 
 
 def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path) -> None:
