@@ -204,3 +204,21 @@ def test_match_vectors_are_cached_per_question_and_forgotten_when_training(encod
         after = engine.logits(engine.encode(request))
     assert not torch.allclose(after, cached, atol=1e-4)
     assert torch.allclose(after, engine.logits(engine.encode(request)).detach(), atol=1e-5)
+
+
+def test_a_checkpoint_without_the_match_path_gets_a_clear_message(model, tmp_path):
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from clef_agents.model import ClefDecisionModel
+
+    folder = model.save_pretrained(tmp_path / "old")
+    weights = {k: v for k, v in load_file(str(folder / "head.safetensors")).items() if not k.startswith("match_")}
+    save_file(weights, str(folder / "head.safetensors"))
+    with pytest.raises(ValueError, match='lack match_option, match_scale, match_state .*"match": false'):
+        ClefDecisionModel.from_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["head"]["match"] = False
+    (folder / "config.json").write_text(json.dumps(config))
+    assert ClefDecisionModel.from_pretrained(folder).config.head.match is False

@@ -218,7 +218,13 @@ class DecisionEngine:
         folder = Path(folder)
         if self.config.lora is not None:
             self._load_adapter(folder / ADAPTER_DIR)
-        result = self.head.load_state_dict(load_file(str(folder / HEAD_FILE), device=str(self.device)), strict=strict)
+        weights = load_file(str(folder / HEAD_FILE), device=str(self.device))
+        missing = sorted({k.split(".")[0] for k in self.head.state_dict() if k not in weights})
+        if strict and missing:
+            hint = ' (saved before the match path existed: set "match": false under "head" in its config.json)' if all(
+                m.startswith("match_") for m in missing) else ""
+            raise ValueError(f"head weights in {folder} lack {', '.join(missing)}{hint}")
+        result = self.head.load_state_dict(weights, strict=False)
         self._forget_match_vectors()
         if result.unexpected_keys:
             raise ValueError(f"head weights in {folder} do not fit this head: unexpected {result.unexpected_keys[:3]}")
