@@ -79,6 +79,7 @@ def test_training_resumes_from_its_last_state(encoder_dir, tmp_path):
     resumed = make_model(encoder_dir)
     summary = train(resumed, records, settings, tmp_path / "run", progress=False)
     assert summary["resumed_from"] == 3 and len(summary["losses"]) == 3
+    assert summary["wall_time_s"] > summary["wall_time_before_resume_s"] > 0
 
 
 def test_schema_embeddings_ignore_training_mode(encoder_dir):

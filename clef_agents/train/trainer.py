@@ -211,7 +211,7 @@ def train(
         weight_decay=settings.weight_decay,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(settings))
-    start_step = _maybe_resume(engine, optimizer, scheduler, run_dir) if resume else 0
+    start_step, earlier_s = _maybe_resume(engine, optimizer, scheduler, run_dir) if resume else (0, 0.0)
     sampler = RecordSampler(train_records, settings)
     saved_window = engine.config.max_state_tokens
     if settings.max_train_state_tokens:
@@ -251,7 +251,7 @@ def train(
                                              "examples_per_s": rate, "elapsed_s": time.time() - began}) + "\n")
             if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
                 engine.config.max_state_tokens = saved_window
-                _save_state(engine, optimizer, scheduler, step + 1, run_dir)
+                _save_state(engine, optimizer, scheduler, step + 1, run_dir, earlier_s + time.time() - began)
                 if settings.max_train_state_tokens:
                     engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
     finally:
@@ -264,7 +264,8 @@ def train(
         "resumed_from": start_step,
         "first_loss": losses[0] if losses else None,
         "final_loss": sum(losses[-25:]) / max(1, len(losses[-25:])) if losses else None,
-        "wall_time_s": wall,
+        "wall_time_s": earlier_s + wall,
+        "wall_time_before_resume_s": earlier_s,
         "examples_per_s": (settings.steps - start_step) * settings.batch_size / max(1e-9, wall),
         "losses": losses,
         "settings": asdict(settings),
@@ -393,20 +394,21 @@ class StateCache:
         return torch.stack([self._pooled[t] for t in texts])
 
 
-def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path) -> None:
+def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path, elapsed_s: float) -> None:
     engine.save(run_dir / "last")
-    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step}
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step, "elapsed_s": elapsed_s}
     tmp = run_dir / "train_state.pt.tmp"
     torch.save(state, tmp)
     tmp.replace(run_dir / "train_state.pt")
 
 
-def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, run_dir: Path) -> int:
+def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, run_dir: Path) -> tuple[int, float]:
+    """Load the last saved state of a run; returns its step and the training time spent so far."""
     state_file = run_dir / "train_state.pt"
     if not state_file.exists() or not (run_dir / "last" / "config.json").exists():
-        return 0
+        return 0, 0.0
     engine.load_weights(run_dir / "last")
     state = torch.load(state_file, weights_only=True)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    return int(state["step"])
+    return int(state["step"]), float(state.get("elapsed_s", 0.0))
