@@ -116,7 +116,7 @@ def _starting_model(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         return _fresh(ClefConfig(name=args.name, backbone=args.backbone)), {}
     folder = shipped_checkpoint(args.init) if args.init == "mini" else Path(args.init)
     old = json.loads((folder / "config.json").read_text())
-    old["head"].setdefault("match", True)
+    old["head"]["match"] = True  # the current head; parts the checkpoint lacks start fresh
     config = ClefConfig.model_validate({**old, "name": args.name, "trained": False, "data_card": {}})
     if not Path(config.backbone).is_absolute() and (folder / config.backbone).exists():
         config.backbone = str(folder / config.backbone)
