@@ -36,4 +36,4 @@ train-mini: setup
 	$(VENV)/bin/clef-agents train --out runs/mini2_match --name mini --stage match --init runs/mini/final \
 		--steps 3000 --batch-size 64 --lr-head 2e-3 --no-calibrate --threads $(THREADS) --state-cache runs/state_cache.pt
 	$(VENV)/bin/clef-agents train --out runs/mini2_head --name mini --stage head --init runs/mini2_match/final \
-		--steps $(HEAD_STEPS) --batch-size 32 --threads $(THREADS) --state-cache runs/state_cache.pt
+		--steps 2500 --batch-size 32 --lr-head 7e-4 --threads $(THREADS) --state-cache runs/state_cache.pt
