@@ -179,3 +179,32 @@ def test_unknown_stage_is_refused(encoder_dir, tmp_path):
 
     with pytest.raises(ValueError, match="unknown training stage 'lora'; choose one of full, head, match"):
         train(make_model(encoder_dir), tiny_records(4, 0), TrainSettings(steps=1, stage="lora"), tmp_path, progress=False)
+
+
+def test_cli_stage_starts_from_a_checkpoint_without_the_match_path(encoder_dir, tmp_path):
+    import json
+
+    from safetensors.torch import load_file, save_file
+
+    from clef_agents.cli import main
+    from clef_agents.model import ClefDecisionModel
+
+    old = make_model(encoder_dir).save_pretrained(tmp_path / "old")
+    weights = {k: v for k, v in load_file(str(old / "head.safetensors")).items() if not k.startswith("match_")}
+    save_file(weights, str(old / "head.safetensors"))
+    config = json.loads((old / "config.json").read_text())
+    config["head"]["match"] = False
+    config["data_card"] = {"stage": "full", "steps": 7, "command": "clef-agents train --out old"}
+    (old / "config.json").write_text(json.dumps(config))
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(24, 0)))
+
+    code = main(["train", "--out", str(tmp_path / "run"), "--stage", "match", "--init", str(old), "--steps", "4",
+                 "--batch-size", "4", "--records", str(records), "--threads", "1", "--no-progress", "--no-calibrate",
+                 "--state-cache", str(tmp_path / "states.pt")])
+    assert code == 0
+    trained = ClefDecisionModel.from_pretrained(tmp_path / "run" / "final")
+    assert trained.config.head.match is True
+    stages = trained.config.data_card["stages"]
+    assert [s["stage"] for s in stages] == ["full", "match"] and stages[0]["steps"] == 7
+    assert "--stage match" in stages[1]["command"] and "--init" in stages[1]["command"]

@@ -74,8 +74,9 @@ def training_lines(card: dict) -> list[str]:
             f" {stage.get('steps')} steps × batch {stage.get('batch_size')} over {stage.get('train_records')} records;"
             f" wall time {(stage.get('wall_time_s') or 0) / 60:.0f} min; {stage.get('examples_per_s')} examples/s;"
             f" loss {num(stage.get('loss_first'))} → {num(stage.get('loss_final'))}."
+            + (f" ({stage['note']})" if stage.get("note") else "")
         )
-    total = sum((stage.get("wall_time_s") or 0) for stage in stages)
+    total = sum((stage.get("wall_time_s") or 0) for stage in stages)  # state-cache time is in the notes
     lines += ["", f"Total training wall time: {total / 60:.0f} min.", ""]
     return lines
 
