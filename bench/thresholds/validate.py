@@ -58,17 +58,32 @@ def _raw_records(name: str) -> list[dict[str, Any]]:
              "meta": {"dataset": name, "split": "test", "source": "dataset"}} for r in rows]
 
 
+def model_fingerprint(model_name: str) -> str:
+    """A hash of a checkpoint's files (config, head, adapter), so cached predictions follow the model."""
+    from clef_agents.model.decision_model import RESERVED_NAMES, shipped_checkpoint
+
+    folder = shipped_checkpoint(model_name) if model_name in RESERVED_NAMES else Path(model_name)
+    digest = hashlib.sha256()
+    for file in sorted(folder.rglob("*")):
+        if file.is_file() and file.suffix in (".json", ".safetensors"):
+            digest.update(file.name.encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
 def cached_predictions(name: str, model_name: str, batch_size: int, limit: int | None = None) -> dict[str, np.ndarray]:
     """Decision probability and correctness of every test record (computed once, then cached)."""
     tag = Path(model_name).name + (f"_limit{limit}" if limit else "")
     path = HERE / "cache" / f"{name}_{tag}.npz"
     records = load_test_records(name, limit)
-    fingerprint = hashlib.sha256("\n".join(json.dumps(r["labels"], sort_keys=True) for r in records).encode()).hexdigest()[:16]
+    digest = hashlib.sha256("\n".join(json.dumps(r["labels"], sort_keys=True) for r in records).encode())
+    digest.update(model_fingerprint(model_name).encode())
+    fingerprint = digest.hexdigest()[:16]
     if path.exists():
         cached = dict(np.load(path))
         if str(cached.get("fingerprint")) == fingerprint:
             return cached
-        print(f"{path}: records changed, recomputing", file=sys.stderr)
+        print(f"{path}: records or model changed, recomputing", file=sys.stderr)
     from clef_agents.model import ClefDecisionModel
 
     model = ClefDecisionModel.from_pretrained(model_name)
