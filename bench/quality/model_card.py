@@ -114,7 +114,8 @@ def render() -> str:
         "",
         "The default decision model shipped inside `clef-agents` (`ClefDecisionModel.from_pretrained(\"mini\")`).",
         "Every number below is read from `bench/quality/results/*/report.json`, produced by",
-        "`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini --zeroshot-model runs/zeroshot/final`",
+        "`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini` (the zero-shot section:"
+        " `... run.py --zeroshot-model runs/zeroshot2_match/final --skip-main`)",
         "and rendered by `.venv/bin/python bench/quality/model_card.py`.",
         "",
         "## Model",
@@ -181,8 +182,10 @@ def render() -> str:
             "",
             "## Zero-shot",
             "",
-            f"A checkpoint trained on the same mixture **without banking77** (`{z['data_card'].get('command')}`,"
-            f" {z['data_card'].get('steps')} steps), asked the banking77 test set with the bare label names as options:",
+            "A checkpoint trained on the same mixture **without banking77**, asked the banking77 test set with the bare"
+            " label names as options. Its training: "
+            + "; ".join(f"`{st.get('command')}` ({st.get('steps')} steps)" for st in (z["data_card"].get("stages") or [z["data_card"]]))
+            + " — a shorter recipe than the shipped model's (no `head` stage).",
             "",
             f"- accuracy {pct(m['accuracy'])}, macro-F1 {pct(m['macro_f1'])}, ECE {num(m['ece'])} (n = {m['n']});",
             f"- label-name embedding similarity (frozen MiniLM, same run): {pct(z['baseline_label_name_similarity'])};",

@@ -4,7 +4,7 @@ Writes bench/quality/results/{mini,zeroshot}/report.{json,md} + reliability PNGs
 MODEL_CARD.md is rendered from them by bench/quality/model_card.py.
 
 Command (as committed):
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini --zeroshot-model runs/zeroshot/final
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini --zeroshot-model runs/zeroshot2_match/final
 """
 
 from __future__ import annotations
