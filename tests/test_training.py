@@ -130,9 +130,15 @@ def test_state_cache_reuses_only_states_made_with_the_same_adapter(encoder_dir, 
     assert again.load(tmp_path / "states.pt") == 2
     hidden, mask = again.padded(["refund please", "card lost stolen"])
     assert hidden.shape[0] == 2 and mask.sum() == sum(s.shape[0] for s in cache.states.values())
+    model.engine.encode_texts(["billing: money"])
+    cache.save(tmp_path / "states.pt")
     with torch.no_grad():
         next(p for n, p in model.engine.network.named_parameters() if "lora_B" in n).add_(1.0)
-    assert StateCache(model.engine).load(tmp_path / "states.pt") == 0
+    fresh = make_model(encoder_dir)
+    with torch.no_grad():
+        next(p for n, p in fresh.engine.network.named_parameters() if "lora_B" in n).add_(1.0)
+    assert StateCache(fresh.engine).load(tmp_path / "states.pt") == 0  # other adapter: states recomputed
+    assert torch.equal(fresh.engine._text_cache["billing: money"], model.engine._text_cache["billing: money"])
 
 
 def test_cached_states_match_a_live_forward(encoder_dir):

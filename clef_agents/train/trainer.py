@@ -259,6 +259,8 @@ def train(
         engine.config.max_state_tokens = saved_window
         engine.train_mode(False)
     wall = time.time() - began
+    if cache is not None and settings.state_cache:
+        cache.save(settings.state_cache)  # keeps the schema embeddings this run computed
     return {
         "steps": settings.steps,
         "resumed_from": start_step,
@@ -358,17 +360,30 @@ class StateCache:
         return digest.hexdigest()
 
     def save(self, path: str | Path) -> None:
-        """Write the cache (safetensors-free: a weights-only torch file of float16 tensors)."""
+        """Write the cache, and the engine's schema text embeddings beside it (a weights-only torch file).
+
+        Schema embeddings come from the frozen backbone with the adapter off, so a later run reuses
+        them even when its adapter differs; the states are reused only with the same adapter.
+        """
         texts = list(self.states)
+        schema_texts = list(self.engine._text_cache)
         tmp = Path(f"{path}.tmp")
-        torch.save({"fingerprint": self.fingerprint(), "texts": texts, "states": [self.states[t] for t in texts]}, tmp)
+        torch.save({
+            "fingerprint": self.fingerprint(), "texts": texts, "states": [self.states[t] for t in texts],
+            "schema_backbone": self.engine.config.backbone, "schema_texts": schema_texts,
+            "schema_vectors": [self.engine._text_cache[t] for t in schema_texts],
+        }, tmp)
         tmp.replace(path)
 
     def load(self, path: str | Path) -> int:
-        """Load a saved cache if it was made with this backbone, window and adapter; returns the count."""
+        """Load a saved cache if it was made with this backbone, window and adapter; returns the count
+        of states (schema text embeddings are loaded whenever the backbone matches)."""
         if not Path(path).exists():
             return 0
         saved = torch.load(path, weights_only=True)
+        if saved.get("schema_backbone") == self.engine.config.backbone:
+            for text, vector in zip(saved["schema_texts"], saved["schema_vectors"]):
+                self.engine._text_cache.setdefault(text, vector)
         if saved["fingerprint"] != self.fingerprint():
             print(f"state cache {path} was made with other weights; recomputing")
             return 0
