@@ -114,7 +114,11 @@ def test_cached_stages_train_the_head_and_leave_the_adapter_alone(encoder_dir, t
             assert torch.equal(p, adapter_before[name]), name
     attention_changed = not torch.equal(model.engine.head.gather.q.weight, attention_before)
     assert attention_changed == (stage == "head")
-    assert cache_file.exists()
+
+    from clef_agents.train.trainer import StateCache
+
+    model.engine.config.max_state_tokens = settings.max_train_state_tokens  # as the next run will see it
+    assert StateCache(model.engine).load(cache_file) > 0  # the file saved at the end is reusable
 
 
 def test_state_cache_reuses_only_states_made_with_the_same_adapter(encoder_dir, tmp_path):

@@ -254,13 +254,13 @@ def train(
                 _save_state(engine, optimizer, scheduler, step + 1, run_dir, earlier_s + time.time() - began)
                 if settings.max_train_state_tokens:
                     engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
+        if cache is not None and settings.state_cache:
+            cache.save(settings.state_cache)  # keeps the schema embeddings this run computed (training window still set)
     finally:
         bar.close()
         engine.config.max_state_tokens = saved_window
         engine.train_mode(False)
     wall = time.time() - began
-    if cache is not None and settings.state_cache:
-        cache.save(settings.state_cache)  # keeps the schema embeddings this run computed
     return {
         "steps": settings.steps,
         "resumed_from": start_step,
