@@ -60,9 +60,9 @@ def _raw_records(name: str) -> list[dict[str, Any]]:
 
 def model_fingerprint(model_name: str) -> str:
     """A hash of a checkpoint's files (config, head, adapter), so cached predictions follow the model."""
-    from clef_agents.model.decision_model import RESERVED_NAMES, shipped_checkpoint
+    from clef_agents.model.decision_model import checkpoint_folder
 
-    folder = shipped_checkpoint(model_name) if model_name in RESERVED_NAMES else Path(model_name)
+    folder = checkpoint_folder(model_name)
     digest = hashlib.sha256()
     for file in sorted(folder.rglob("*")):
         if file.is_file() and file.suffix in (".json", ".safetensors"):

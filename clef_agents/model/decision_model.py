@@ -27,6 +27,24 @@ def shipped_checkpoint(name: str) -> Path:
     return Path(__file__).resolve().parent.parent / "checkpoints" / RESERVED_NAMES[name]
 
 
+def checkpoint_folder(name_or_path: str | Path) -> Path:
+    """The folder a checkpoint reference names: a reserved name (``"mini"``) or a path.
+
+    Example:
+        >>> checkpoint_folder("runs/mini/final")
+        PosixPath('runs/mini/final')
+    """
+    if str(name_or_path) not in RESERVED_NAMES:
+        return Path(name_or_path)
+    folder = shipped_checkpoint(str(name_or_path))
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(
+            f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
+            "reinstall clef-agents or pass a checkpoint folder"
+        )
+    return folder
+
+
 class ClefDecisionModel(BaseDecisionModel):
     """A frozen backbone + LoRA + routing head that answers every question of a request in one
     prefill pass, with no generation.
@@ -67,15 +85,7 @@ class ClefDecisionModel(BaseDecisionModel):
         """
         import torch  # noqa: PLC0415
 
-        folder = Path(name_or_path)
-        if str(name_or_path) in RESERVED_NAMES:
-            folder = shipped_checkpoint(str(name_or_path))
-            if not (folder / "config.json").exists():
-                raise FileNotFoundError(
-                    f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
-                    "reinstall clef-agents or pass a checkpoint folder"
-                )
-        engine = DecisionEngine.load(folder, torch.device(device) if device else None)
+        engine = DecisionEngine.load(checkpoint_folder(name_or_path), torch.device(device) if device else None)
         return cls(engine)
 
     @classmethod

@@ -11,6 +11,8 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -210,8 +212,8 @@ class DecisionEngine:
     def load_weights(self, folder: str | Path, strict: bool = True) -> list[str]:
         """Load the adapter and head weights of a checkpoint folder into this engine.
 
-        With ``strict=False`` head parameters the folder lacks (e.g. a part added since it was
-        trained) keep their initial values; their names are returned.
+        With ``strict=False`` head parts the folder lacks (e.g. one added since it was trained)
+        keep their initial values; their names (``match_state``, ...) are returned.
         """
         from safetensors.torch import load_file  # noqa: PLC0415
 
@@ -228,7 +230,7 @@ class DecisionEngine:
         self._forget_match_vectors()
         if result.unexpected_keys:
             raise ValueError(f"head weights in {folder} do not fit this head: unexpected {result.unexpected_keys[:3]}")
-        return list(result.missing_keys)
+        return missing
 
     def _load_adapter(self, adapter_dir: Path) -> None:
         from peft import set_peft_model_state_dict  # noqa: PLC0415
@@ -271,14 +273,19 @@ class DecisionEngine:
         tokens = self.backbone.tokenizer(
             texts, padding=True, truncation=True, max_length=128, return_tensors="pt"
         ).to(self.device)
+        with self._network_in_eval(), self._adapters_disabled():  # frozen and cached: never with dropout
+            hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
+        return _mean_pool(hidden, tokens["attention_mask"]).float().cpu()
+
+    @contextmanager
+    def _network_in_eval(self) -> Iterator[None]:
+        """Dropout off for a block, then the network's previous mode back."""
         was_training = self.network.training
-        self.network.eval()  # schema embeddings are frozen and cached: never with dropout
+        self.network.eval()
         try:
-            with self._adapters_disabled():
-                hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
+            yield
         finally:
             self.network.train(was_training)
-        return _mean_pool(hidden, tokens["attention_mask"]).float().cpu()
 
     def _adapters_disabled(self):
         if self.config.lora is None:
@@ -427,14 +434,10 @@ class DecisionEngine:
     def state_hidden(self, texts: list[str]) -> list[torch.Tensor]:
         """Final-layer token states [T, H] of state texts (as the head sees them; float16, CPU),
         for training the head on cached states while the backbone and adapter stay fixed."""
-        was_training = self.network.training
-        self.network.eval()
-        try:
-            rows = [self.tokenize_state(text)[0] for text in texts]
-            ids, mask = self._pad(rows)
+        rows = [self.tokenize_state(text)[0] for text in texts]
+        ids, mask = self._pad(rows)
+        with self._network_in_eval():
             hidden = self._hidden(ids.to(self.device), mask.to(self.device)).float().cpu()
-        finally:
-            self.network.train(was_training)
         return [hidden[i, : len(row)].to(torch.float16) for i, row in enumerate(rows)]
 
     def _hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

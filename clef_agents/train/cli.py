@@ -110,20 +110,20 @@ def _starting_model(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """A fresh model, or (``--init``) one that starts from a checkpoint's adapter and head; head
     parts the checkpoint lacks start from their initial values. Returns it and the old data card."""
     from clef_agents.model.config import ClefConfig  # noqa: PLC0415
-    from clef_agents.model.decision_model import shipped_checkpoint  # noqa: PLC0415
+    from clef_agents.model.decision_model import checkpoint_folder  # noqa: PLC0415
+    from clef_agents.model.engine import _resolve_backbone  # noqa: PLC0415
 
     if not args.init:
         return _fresh(ClefConfig(name=args.name, backbone=args.backbone)), {}
-    folder = shipped_checkpoint(args.init) if args.init == "mini" else Path(args.init)
+    folder = checkpoint_folder(args.init)
     old = json.loads((folder / "config.json").read_text())
     old["head"]["match"] = True  # the current head; parts the checkpoint lacks start fresh
     config = ClefConfig.model_validate({**old, "name": args.name, "trained": False, "data_card": {}})
-    if not Path(config.backbone).is_absolute() and (folder / config.backbone).exists():
-        config.backbone = str(folder / config.backbone)
+    config.backbone = _resolve_backbone(config.backbone, folder)
     model = _fresh(config)
     missing = model.engine.load_weights(folder, strict=False)
     if missing:
-        print(f"starting from {folder}; new head parameters start fresh: {', '.join(sorted({k.split('.')[0] for k in missing}))}")
+        print(f"starting from {folder}; new head parameters start fresh: {', '.join(missing)}")
     return model, old.get("data_card", {})
 
 

@@ -336,7 +336,6 @@ class StateCache:
         self.engine = engine
         self.chunk = chunk
         self.states: dict[str, torch.Tensor] = {}
-        self._pooled: dict[str, torch.Tensor] = {}
 
     def fill(self, texts: Sequence[str], progress: bool = True) -> None:
         """Compute the states of texts not yet cached (length-sorted chunks, little padding)."""
@@ -345,9 +344,7 @@ class StateCache:
         missing = sorted((t for t in dict.fromkeys(texts) if t not in self.states), key=len)
         for start in tqdm(range(0, len(missing), self.chunk), desc="cache states", unit="batch", disable=not progress):
             chunk = missing[start : start + self.chunk]
-            for text, states in zip(chunk, self.engine.state_hidden(chunk)):
-                self.states[text] = states
-                self._pooled[text] = states.float().mean(0)
+            self.states.update(zip(chunk, self.engine.state_hidden(chunk)))
 
     def fingerprint(self) -> str:
         """What the states depend on: backbone name, window and adapter weights."""
@@ -387,9 +384,7 @@ class StateCache:
         if saved["fingerprint"] != self.fingerprint():
             print(f"state cache {path} was made with other weights; recomputing")
             return 0
-        for text, states in zip(saved["texts"], saved["states"]):
-            self.states[text] = states
-            self._pooled[text] = states.float().mean(0)
+        self.states.update(zip(saved["texts"], saved["states"]))
         return len(saved["texts"])
 
     def padded(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -406,7 +401,7 @@ class StateCache:
     def pooled(self, texts: Sequence[str]) -> torch.Tensor:
         """Mean-pooled states [B, H] for texts."""
         self.fill(texts, progress=False)
-        return torch.stack([self._pooled[t] for t in texts])
+        return torch.stack([self.states[t].float().mean(0) for t in texts])
 
 
 def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path, elapsed_s: float) -> None:
