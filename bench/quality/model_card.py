@@ -78,7 +78,26 @@ def training_lines(card: dict) -> list[str]:
         )
     total = sum((stage.get("wall_time_s") or 0) for stage in stages)  # state-cache time is in the notes
     lines += ["", f"Total training wall time: {total / 60:.0f} min.", ""]
-    return lines
+    return lines + taught_lines(card.get("taught"))
+
+
+def taught_lines(taught: dict | None) -> list[str]:
+    """The teaching step (per-question weights on the pooled state, docs/teaching.md) with its held-out report."""
+    if not taught:
+        return []
+    lines = [
+        f"Then taught (`{taught['command']}`, {taught['seconds'] / 60:.0f} min on 2 cores; adapter and head unchanged):"
+        " per question, a logistic regression on the pooled state blended with the head's logits, the blend fitted on"
+        " the validation split ([docs/teaching.md](docs/teaching.md)). Held-out (validation) accuracy:",
+        "",
+        "| taught question | records | head alone | taught |",
+        "|---|---:|---:|---:|",
+    ]
+    for text, r in taught["questions"].items():
+        if "skipped" in r:
+            continue
+        lines.append(f"| {text[:70]} | {r['records']} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
+    return [*lines, ""]
 
 
 def status_lines(mini: dict) -> list[str]:
@@ -154,8 +173,11 @@ def render() -> str:
         "",
         "Baseline: frozen MiniLM embeddings + logistic regression per dataset (figures from issue 3).",
         "",
-        "| dataset | type | n | accuracy | macro-F1 | NLL | Brier | ECE | ECE before calibration | cov@99% prec. | other | baseline | targets |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "\"head alone\" is the same model answering without its taught weights (calibrated head); \"ECE before",
+        "calibration\" is the raw head.",
+        "",
+        "| dataset | type | n | accuracy | head alone | macro-F1 | NLL | Brier | ECE | ECE before calibration | cov@99% prec. | other | baseline | targets |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, by_kind in mini["datasets"].items():
         kind, entry = main_entry({k: v for k, v in by_kind.items() if k != "records"})
@@ -171,7 +193,7 @@ def render() -> str:
             goals.append(f"{key} ≥ {pct(goal)}: {'met' if value is not None and value >= goal else 'not met'}")
         goals.append(f"ECE ≤ 0.02: {'met' if m['ece'] <= 0.02 else 'not met'}")
         lines.append(
-            f"| {name} | {kind} | {m['n']} | {pct(m['accuracy'])} | {pct(m['macro_f1'])} | {num(m['nll'])} | {num(m['brier'])} | "
+            f"| {name} | {kind} | {m['n']} | {pct(m['accuracy'])} | {pct(entry.get('head_calibrated', m)['accuracy'])} | {pct(m['macro_f1'])} | {num(m['nll'])} | {num(m['brier'])} | "
             f"{num(m['ece'])} | {num(entry['uncalibrated']['ece'])} | {pct(metric(m, 'coverage_at_99'))} | {other} | {base_text} | {'; '.join(goals)} |"
         )
     zero = RESULTS / "zeroshot" / "report.json"
@@ -198,8 +220,8 @@ def render() -> str:
         "## Limitations",
         "",
         "- English text only; trained on short customer messages, reviews, SMS/comments, tool lists and NLI pairs.",
-        "- Calibration is global per question type; a set whose own ECE is above target can be refitted with",
-        "  `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
+        "- Calibration of untaught questions is global per question type: teach a question you ask often",
+        "  (`clef-agents teach`), or refit it with `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
         "- Probabilities on question styles far from the training mixture are less reliable: fit lane thresholds on",
         "  your own labelled decisions (`clef-agents calibrate --max-auto-error ...`).",
         "",

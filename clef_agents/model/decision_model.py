@@ -166,6 +166,9 @@ class ClefDecisionModel(BaseDecisionModel):
         probabilities, truncation, n_tokens = prediction
         answers = {qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, probabilities)}
         extensions: dict[str, Any] = {"x_truncation": truncation.as_dict()}
+        taught = [qid for qid, q in zip(ids, questions) if self._engine.taught_entry(q) is not None]
+        if taught:
+            extensions["x_taught"] = taught
         if not self._engine.config.trained:
             extensions["x_untrained"] = True
         return wire.DecisionResponse(

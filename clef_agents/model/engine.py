@@ -25,6 +25,7 @@ from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.head import OPTION_TYPES, RoutingHead, level_positions
+from clef_agents.model.taught import TaughtQuestion, TaughtQuestions
 
 SCHEMA_CACHE_SIZE = 8192
 FORWARD_CHUNK = 64
@@ -163,6 +164,7 @@ class DecisionEngine:
         if config.lora is not None:
             self.network = self._wrap_lora(backbone)
         self.head = RoutingHead(backbone.hidden_size, config.head)
+        self.taught = TaughtQuestions()
         self.network.to(self.device)
         if self.device.type == "cuda":
             self.network.to(torch.bfloat16)
@@ -227,6 +229,7 @@ class DecisionEngine:
                 m.startswith("match_") for m in missing) else ""
             raise ValueError(f"head weights in {folder} lack {', '.join(missing)}{hint}")
         result = self.head.load_state_dict(weights, strict=False)
+        self.taught = TaughtQuestions.load(folder)
         self._forget_match_vectors()
         if result.unexpected_keys:
             raise ValueError(f"head weights in {folder} do not fit this head: unexpected {result.unexpected_keys[:3]}")
@@ -255,6 +258,7 @@ class DecisionEngine:
             self.network.save_pretrained(str(folder / ADAPTER_DIR), safe_serialization=True)
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.head.state_dict().items()}
         save_file(state, str(folder / HEAD_FILE))
+        self.taught.save(folder)
         return folder
 
     # ------------------------------------------------------------------ schema
@@ -409,9 +413,13 @@ class DecisionEngine:
 
     def logits(self, batch: EncodedBatch) -> torch.Tensor:
         """Raw option logits [B, O] for an encoded batch (differentiable when training)."""
+        return self.logits_and_pooled(batch)[0]
+
+    def logits_and_pooled(self, batch: EncodedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw option logits [B, O] and the pooled state [B, H] the head saw (taught questions use it)."""
         mask = batch.attention_mask.to(self.device)
         hidden = self._hidden(batch.input_ids.to(self.device), mask).float()
-        return self.head_logits(hidden, mask, batch)
+        return self.head_logits(hidden, mask, batch), _mean_pool(hidden, mask)
 
     def head_logits(self, hidden: torch.Tensor, mask: torch.Tensor, batch: EncodedBatch) -> torch.Tensor:
         """Option logits from given state token states [B, T, H] (e.g. cached ones) and a batch's options."""
@@ -444,15 +452,28 @@ class DecisionEngine:
         out = self.network(input_ids=input_ids, attention_mask=attention_mask)
         return out.last_hidden_state
 
-    def calibrated_log_probs(self, logits: torch.Tensor, batch: EncodedBatch, questions: list[list[wire.TextQuestion]]) -> list[list[torch.Tensor]]:
-        """Per request, per question: calibrated log-probabilities over that question's options."""
+    def calibrated_log_probs(
+        self,
+        logits: torch.Tensor,
+        batch: EncodedBatch,
+        questions: list[list[wire.TextQuestion]],
+        pooled: torch.Tensor | None = None,
+    ) -> list[list[torch.Tensor]]:
+        """Per request, per question: calibrated log-probabilities over that question's options.
+
+        With ``pooled`` (the states the head saw), taught questions answer with their blend of
+        taught weights and head logits (calibrated when taught); the others with the head alone.
+        """
         cal = self.config.calibration
         out: list[list[torch.Tensor]] = []
         for i, row in enumerate(batch.spans):
             row_out = []
             for (start, end), question in zip(row, questions[i]):
                 z = logits[i, start:end]
-                if isinstance(question, wire.Noul):
+                taught = self._taught_logits(question, pooled[i], z) if pooled is not None else None
+                if taught is not None:
+                    row_out.append(F.log_softmax(taught, dim=-1))
+                elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
                     row_out.append(torch.stack([F.logsigmoid(margin), F.logsigmoid(-margin)]))
                 else:
@@ -461,11 +482,25 @@ class DecisionEngine:
             out.append(row_out)
         return out
 
+    def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
+        """The taught weights that answer this question, or None (not taught, or an option never taught)."""
+        entry = self.taught.lookup(question)
+        if entry is None or any(name not in entry.names for name in wire.option_names(question)):
+            return None
+        return entry
+
+    def _taught_logits(self, question: wire.TextQuestion, pooled: torch.Tensor, head_logits: torch.Tensor) -> torch.Tensor | None:
+        entry = self.taught_entry(question)
+        if entry is None:
+            return None
+        return entry.logits(pooled.to(entry.weight.device), head_logits.to(entry.weight.device), wire.option_names(question))
+
     @torch.no_grad()
     def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[tuple[list[list[float]], Truncation, int]]:
         """Calibrated probabilities for many requests, in padded chunks sorted by length.
 
         Returns, per request: (probabilities per question, truncation, state token count).
+        Taught questions (``clef-agents teach``) answer with their taught weights.
         """
         order = sorted(range(len(requests)), key=lambda i: len(requests[i][0]))
         results: list[Any] = [None] * len(requests)
@@ -473,8 +508,8 @@ class DecisionEngine:
             chunk = order[start : start + FORWARD_CHUNK]
             batch = self.encode([requests[i] for i in chunk])
             with _autocast(self.device):
-                logits = self.logits(batch)
-            log_probs = self.calibrated_log_probs(logits.float(), batch, [requests[i][1] for i in chunk])
+                logits, pooled = self.logits_and_pooled(batch)
+            log_probs = self.calibrated_log_probs(logits.float(), batch, [requests[i][1] for i in chunk], pooled.float().cpu())
             for j, i in enumerate(chunk):
                 probs = [lp.exp().cpu().tolist() for lp in log_probs[j]]
                 results[i] = (probs, batch.truncations[j], int(batch.attention_mask[j].sum()))

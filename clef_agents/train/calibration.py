@@ -26,12 +26,15 @@ CHUNK = 64
 
 @dataclass
 class RawLogits:
-    """Uncalibrated option logits of one question, with its type and gold index."""
+    """Uncalibrated head logits of one question, with its type and gold index, and the
+    probabilities the model answers with (``answered``: calibrated, taught where taught)."""
 
     kind: str
     logits: torch.Tensor
     gold: int
     dataset: str
+    answered: list[float] | None = None
+    taught: bool = False
 
 
 @torch.no_grad()
@@ -46,11 +49,14 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
         chunk = records[start : start + CHUNK]
         examples = [record_to_example(r) for r in chunk]
         batch = engine.encode([(text, qs) for text, qs, _ in examples])
-        logits = engine.logits(batch).float().cpu()
+        logits, pooled = engine.logits_and_pooled(batch)
+        logits, pooled = logits.float().cpu(), pooled.float().cpu()
+        answered = engine.calibrated_log_probs(logits, batch, [qs for _, qs, _ in examples], pooled)
         for i, (spans, (_, questions, gold)) in enumerate(zip(batch.spans, examples)):
             dataset = chunk[i].get("meta", {}).get("dataset", "?")
-            for (a, b), question, target in zip(spans, questions, gold):
-                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset))
+            for q, ((a, b), question, target) in enumerate(zip(spans, questions, gold)):
+                taught = engine.taught_entry(question) is not None
+                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset, answered[i][q].exp().tolist(), taught))
     return out
 
 

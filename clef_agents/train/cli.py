@@ -4,6 +4,7 @@ Example:
     $ clef-agents train --out runs/mini --steps 3000 --name mini
     $ clef-agents calibrate --model runs/mini/final --records valid.jsonl --out runs/mini/recalibrated
     $ clef-agents eval --model mini --datasets banking77 sms_spam --report-dir reports/mini
+    $ clef-agents teach --model mini --records my_labelled.jsonl --out runs/mini-taught
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     except ImportError:
         pass
     calibrate.set_defaults(func=_run_calibrate)
+
+    teach = subparsers.add_parser(
+        "teach", help="fit per-question option weights from labelled records (minutes on a CPU; no retraining)"
+    )
+    teach.add_argument("--model", default="mini", help="checkpoint folder or 'mini'")
+    teach.add_argument("--records", nargs="*", default=None, help="labelled JSONL decision records")
+    teach.add_argument("--valid-records", nargs="*", default=None, help="held-out records for the blend (default: 10%% of --records)")
+    teach.add_argument("--datasets", nargs="*", default=None, help="shared data sets to teach from (their train and valid splits)")
+    teach.add_argument("--out", required=True, help="folder for the taught checkpoint")
+    teach.add_argument("--min-records", type=int, default=20)
+    teach.add_argument("--seed", type=int, default=0)
+    teach.add_argument("--threads", type=int, default=None)
+    teach.add_argument("--no-progress", action="store_true")
+    teach.set_defaults(func=_run_teach)
 
     evaluate = subparsers.add_parser("eval", help="accuracy, macro-F1, NLL, Brier, ECE, coverage; JSON + markdown + PNG")
     evaluate.add_argument("--model", default="mini")
@@ -181,6 +196,55 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     folder = model.save_pretrained(args.out)
     print(json.dumps({"calibration": calibration.model_dump(), "before": before, "after": after, "saved": str(folder)}, indent=2))
     return 0
+
+
+def _run_teach(args: argparse.Namespace) -> int:
+    from clef_agents.model import ClefDecisionModel  # noqa: PLC0415
+    from clef_agents.train.teach import teach  # noqa: PLC0415
+
+    if not args.records and not args.datasets:
+        raise ValueError("teach needs labelled records: pass --records FILE... or --datasets NAME...")
+    if args.datasets and args.records and not args.valid_records:
+        raise ValueError("mixing --records with --datasets needs --valid-records (the data sets bring their own held-out split)")
+    if args.threads:
+        import torch  # noqa: PLC0415
+
+        torch.set_num_threads(args.threads)
+    records, held_out = _read_jsonl(args.records or []), _read_jsonl(args.valid_records or [])
+    for name in args.datasets or []:
+        from clef_agents.train.datasets import available_splits, load_records  # noqa: PLC0415
+
+        records += load_records(name, "train")
+        held_out += load_records(name, "valid") if "valid" in available_splits(name) else []
+    model = ClefDecisionModel.from_pretrained(args.model)
+    began = time.time()
+    reports = teach(model, records, held_out, min_records=args.min_records, seed=args.seed, progress=not args.no_progress)
+    seconds = round(time.time() - began, 1)
+    model.engine.config.data_card["taught"] = {
+        "questions": reports,
+        "datasets": list(args.datasets or []),
+        "records": [str(p) for p in args.records or []],
+        "seconds": seconds,
+        "command": "clef-agents teach --model {} --out {}".format(args.model, args.out)
+        + (" --datasets " + " ".join(args.datasets) if args.datasets else "")
+        + (" --records " + " ".join(args.records) if args.records else ""),
+    }
+    folder = model.save_pretrained(args.out)
+    (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
+    print(_teach_table(reports))
+    print(f"taught {sum('skipped' not in r for r in reports.values())} question(s) in {seconds:.0f} s; saved {folder}")
+    return 0
+
+
+def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
+    lines = ["| question | records | held-out acc (head) | held-out acc (taught) | NLL head → taught |", "|---|---:|---:|---:|---|"]
+    for text, r in reports.items():
+        if "skipped" in r:
+            lines.append(f"| {text[:60]} | {r['records']} | skipped: {r['skipped']} | | |")
+            continue
+        head, taught = r["held_out_head"], r["held_out_taught"]
+        lines.append(f"| {text[:60]} | {r['records']} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+    return "\n".join(lines)
 
 
 def _run_eval(args: argparse.Namespace) -> int:

@@ -36,10 +36,16 @@ def probabilities(item: RawLogits, calibration: Calibration) -> list[float]:
     return F.softmax(z / t, dim=-1).tolist()
 
 
-def metrics_for(items: Sequence[RawLogits], calibration: Calibration, option_names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Metrics for items of one question type; adds in-scope accuracy / oos recall when an ``oos`` option exists."""
+def metrics_for(
+    items: Sequence[RawLogits], calibration: Calibration, option_names: Sequence[str] | None = None, answered: bool = False
+) -> dict[str, Any]:
+    """Metrics for items of one question type; adds in-scope accuracy / oos recall when an ``oos`` option exists.
+
+    ``answered=True`` scores the probabilities the model answers with (taught questions use
+    their taught weights); otherwise the head's logits under ``calibration``.
+    """
     kind = items[0].kind
-    probs = [probabilities(it, calibration) for it in items]
+    probs = [it.answered if answered and it.answered is not None else probabilities(it, calibration) for it in items]
     gold = [it.gold for it in items]
     result = classification_metrics(probs, gold, kind)
     if option_names and "oos" in option_names:
@@ -62,7 +68,11 @@ def evaluate_records(model: ClefDecisionModel, records: Sequence[dict[str, Any]]
         chosen = [it for it in items if it.kind == kind]
         if not chosen:
             continue
-        entry = {"calibrated": metrics_for(chosen, model.config.calibration, names.get(kind))}
+        entry = {"calibrated": metrics_for(chosen, model.config.calibration, names.get(kind), answered=True)}
+        taught = sum(it.taught for it in chosen)
+        if taught:
+            entry["taught_questions"] = taught
+            entry["head_calibrated"] = metrics_for(chosen, model.config.calibration, names.get(kind))
         if with_uncalibrated:
             entry["uncalibrated"] = metrics_for(chosen, IDENTITY, names.get(kind))
         out[kind] = entry
@@ -144,6 +154,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             m = entry["calibrated"]
             before = entry.get("uncalibrated", {}).get("ece")
             extra = {k: m[k] for k in ("in_scope_accuracy", "oos_recall", "f1_yes", "mae_mode", "mae_expected") if k in m}
+            if "head_calibrated" in entry:
+                extra["head-only accuracy"] = entry["head_calibrated"]["accuracy"]
             lines.append(
                 f"| {name} | {kind} | {m['n']} | "
                 + " | ".join(_fmt(m[c]) for c in COLUMNS)

@@ -198,6 +198,10 @@ def train(
     if settings.threads:
         torch.set_num_threads(settings.threads)
     engine = model.engine
+    if len(engine.taught):
+        # taught weights are fitted to this adapter and head: training makes them stale
+        print(f"dropping {len(engine.taught)} taught question(s): they no longer fit once the model trains; teach again after")
+        engine.taught = type(engine.taught)()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(settings.seed)

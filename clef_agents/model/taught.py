@@ -1,0 +1,144 @@
+"""Taught questions: per-question option weights fitted on a user's labelled decisions.
+
+The routing head answers any question from its text. When labelled records exist for a
+question, ``clef-agents teach`` fits, for that question, a linear map from the pooled state
+(the same vector the head already computes, so answering costs one extra small matmul) to its
+options, and blends it with the head's logits:
+
+    logit_j = alpha * (w_j · unit(pooled) * SCALE + b_j) + beta * head_logit_j
+
+``alpha`` and ``beta`` are fitted on held-out records, so the blend is calibrated as well.
+A taught question is recognised by its type and instructions (case and spacing ignored, the
+option descriptions may change); its options are matched by name, so shuffled options and
+subsets that keep only taught names still use it. A question with an option the teaching
+never saw falls back to the head.
+
+Example:
+    >>> taught = TaughtQuestions()
+    >>> len(taught)
+    0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from clef_agents import wire
+
+TAUGHT_FILE = "taught.safetensors"
+TAUGHT_INDEX = "taught.json"
+SCALE = 10.0
+"""Unit pooled states are scaled by this before the per-option weights (keeps the L2 grid sane)."""
+
+
+def taught_key(question: wire.TextQuestion) -> str:
+    """What identifies a question for teaching: its type and instructions, normalised.
+
+    Example:
+        >>> from langchain_core.decisions import Noul
+        >>> taught_key(Noul(instructions="Is this spam?")) == taught_key(Noul(instructions="  is this SPAM? "))
+        True
+    """
+    text = re.sub(r"\s+", " ", wire.content_text(question.instructions)).strip().lower()
+    levels = len(question.criteria) if isinstance(question, wire.Score) else 0
+    return hashlib.sha256(json.dumps([question.type, text, levels]).encode()).hexdigest()[:32]
+
+
+@dataclass
+class TaughtQuestion:
+    """The fitted weights of one question, indexed by option name."""
+
+    kind: str
+    instructions: str
+    names: list[str]
+    weight: torch.Tensor  # [n, H]
+    bias: torch.Tensor  # [n]
+    alpha: float
+    beta: float
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._index = {name: i for i, name in enumerate(self.names)}
+
+    def logits(self, pooled: torch.Tensor, head_logits: torch.Tensor, names: list[str]) -> torch.Tensor | None:
+        """Blended logits over ``names`` (in that order), or None when a name was never taught."""
+        try:
+            rows = [self._index[name] for name in names]
+        except KeyError:
+            return None
+        unit = F.normalize(pooled.float(), dim=-1)
+        own = unit @ self.weight[rows].T * SCALE + self.bias[rows]
+        return self.alpha * own + self.beta * head_logits
+
+
+class TaughtQuestions:
+    """All taught questions of a checkpoint, saved beside it as ``taught.json`` + ``taught.safetensors``.
+
+    Example:
+        >>> TaughtQuestions.load("clef_agents/checkpoints/mini").keys()  # doctest: +SKIP
+    """
+
+    def __init__(self, questions: dict[str, TaughtQuestion] | None = None):
+        self.questions: dict[str, TaughtQuestion] = dict(questions or {})
+
+    def __len__(self) -> int:
+        return len(self.questions)
+
+    def keys(self) -> list[str]:
+        return list(self.questions)
+
+    def lookup(self, question: wire.TextQuestion) -> TaughtQuestion | None:
+        """The taught entry for a question, if any (same type, instructions and option count rule)."""
+        return self.questions.get(taught_key(question)) if self.questions else None
+
+    def add(self, key: str, taught: TaughtQuestion) -> None:
+        self.questions[key] = taught
+
+    def save(self, folder: str | Path) -> None:
+        """Write the index and weights into a checkpoint folder (nothing when empty)."""
+        from safetensors.torch import save_file  # noqa: PLC0415
+
+        folder = Path(folder)
+        if not self.questions:
+            for name in (TAUGHT_FILE, TAUGHT_INDEX):
+                (folder / name).unlink(missing_ok=True)
+            return
+        tensors: dict[str, torch.Tensor] = {}
+        index: dict[str, Any] = {}
+        for key, taught in self.questions.items():
+            tensors[f"{key}.weight"] = taught.weight.float().contiguous()
+            tensors[f"{key}.bias"] = taught.bias.float().contiguous()
+            index[key] = {"type": taught.kind, "instructions": taught.instructions, "names": taught.names,
+                          "alpha": taught.alpha, "beta": taught.beta, "report": taught.report}
+        save_file(tensors, str(folder / TAUGHT_FILE))
+        (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> TaughtQuestions:
+        """Read taught questions from a checkpoint folder (empty when it has none)."""
+        from safetensors.torch import load_file  # noqa: PLC0415
+
+        folder = Path(folder)
+        if not (folder / TAUGHT_INDEX).exists():
+            return cls()
+        if not (folder / TAUGHT_FILE).exists():
+            raise FileNotFoundError(f"{folder / TAUGHT_INDEX} exists but its weights {TAUGHT_FILE} are missing")
+        index = json.loads((folder / TAUGHT_INDEX).read_text())
+        tensors = load_file(str(folder / TAUGHT_FILE))
+        questions = {}
+        for key, entry in index.items():
+            weight, bias = tensors[f"{key}.weight"], tensors[f"{key}.bias"]
+            if weight.shape[0] != len(entry["names"]) or bias.shape[0] != len(entry["names"]):
+                raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
+                                 f"but weights for {weight.shape[0]} options")
+            questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], weight, bias,
+                                            float(entry["alpha"]), float(entry["beta"]), entry.get("report", {}))
+        return cls(questions)

@@ -1,0 +1,145 @@
+"""Taught questions: fit per-question weights from labelled records, save, load, answer, fall back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from test_training import tiny_records
+from tiny_models import make_model
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def taught(encoder_dir):
+    """A tiny untrained model taught on 90 records (its head is random, so teaching must carry it)."""
+    from clef_agents.train.teach import teach
+
+    model = make_model(encoder_dir)
+    reports = teach(model, tiny_records(90, 0), tiny_records(40, 1), progress=False)
+    return model, reports
+
+
+def _request(record: dict, questions: dict | None = None) -> dict:
+    return {"state": record["state"], "questions": questions or record["questions"]}
+
+
+def test_teaching_beats_the_untrained_head_on_held_out_records(taught):
+    _, reports = taught
+    assert set(reports) == {"which team", "is this urgent", "how angry"}
+    for report in reports.values():
+        assert report["records"] == 130 and report["held_out"] == 40
+        assert report["held_out_taught"]["accuracy"] >= 0.9
+        assert report["held_out_taught"]["nll"] < report["held_out_head"]["nll"]
+
+
+def test_taught_answers_survive_save_and_load(taught, tmp_path):
+    from clef_agents.model import ClefDecisionModel
+
+    model, _ = taught
+    folder = model.save_pretrained(tmp_path / "taught")
+    index = json.loads((folder / "taught.json").read_text())
+    assert sorted(entry["instructions"] for entry in index.values()) == ["how angry", "is this urgent", "which team"]
+    reloaded = ClefDecisionModel.from_pretrained(folder)
+    requests = [_request(r) for r in tiny_records(12, 2)]
+    before, after = model.batch(requests), reloaded.batch(requests)
+    for a, b in zip(before, after):
+        assert b.extensions["x_taught"] == ["team", "urgent", "anger"]
+        assert a.answers["team"].choice == b.answers["team"].choice
+        assert a.answers["urgent"].noul == pytest.approx(b.answers["urgent"].noul, abs=1e-5)
+
+
+def test_taught_accuracy_on_new_records(taught):
+    model, _ = taught
+    records = tiny_records(60, 3)
+    answers = model.batch([_request(r) for r in records])
+    correct = sum(a.answers["team"].choice == r["labels"]["team"] for a, r in zip(answers, records))
+    assert correct / len(records) >= 0.9
+
+
+def test_shuffled_options_and_subsets_stay_taught_unknown_options_fall_back(taught):
+    model, _ = taught
+    record = tiny_records(1, 4)[0]
+    team = record["questions"]["team"]
+    shuffled = {**team, "criteria": dict(reversed(list(team["criteria"].items())))}
+    subset = {**team, "criteria": {k: v for k, v in team["criteria"].items() if k != "sales"}}
+    extra = {**team, "criteria": {**team["criteria"], "legal": "lawyers"}}
+    reworded = {**team, "instructions": "  Which   TEAM "}
+    other = {**team, "instructions": "which department"}
+    base = model.invoke(_request(record, {"team": team}))
+    turned = model.invoke(_request(record, {"team": shuffled}))
+    assert turned.answers["team"].choice == base.answers["team"].choice
+    assert turned.extensions["x_taught"] == ["team"]
+    assert model.invoke(_request(record, {"team": subset})).extensions["x_taught"] == ["team"]
+    assert model.invoke(_request(record, {"team": reworded})).extensions["x_taught"] == ["team"]
+    assert "x_taught" not in model.invoke(_request(record, {"team": extra})).extensions
+    assert "x_taught" not in model.invoke(_request(record, {"team": other})).extensions
+
+
+def test_questions_with_one_label_or_few_records_are_skipped(encoder_dir):
+    from clef_agents.train.teach import teach
+
+    model = make_model(encoder_dir)
+    records = tiny_records(40, 5)
+    for r in records:
+        r["labels"]["urgent"] = True
+    reports = teach(model, records, tiny_records(3, 6), progress=False)
+    assert "one label" in reports["is this urgent"]["skipped"] or "too few" in reports["is this urgent"]["skipped"]
+    assert "too few records" in reports["which team"]["skipped"]
+    assert len(model.engine.taught) == 0
+    with pytest.raises(ValueError, match="needs labelled records"):
+        teach(model, [], progress=False)
+
+
+def test_evaluation_reports_head_only_beside_taught(taught):
+    from clef_agents.train.evaluate import evaluate_records
+
+    model, _ = taught
+    report = evaluate_records(model, tiny_records(30, 7), progress=False)
+    choice = report["choice"]
+    assert choice["taught_questions"] == 30
+    assert choice["calibrated"]["accuracy"] >= 0.9
+    assert "accuracy" in choice["head_calibrated"]
+
+
+def test_missing_weights_file_is_a_clear_error(taught, tmp_path):
+    from clef_agents.model.taught import TaughtQuestions
+
+    model, _ = taught
+    folder = model.save_pretrained(tmp_path / "broken")
+    (folder / "taught.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="taught.safetensors"):
+        TaughtQuestions.load(folder)
+
+
+def test_training_drops_stale_taught_questions(encoder_dir, tmp_path):
+    from clef_agents.train.teach import teach
+    from clef_agents.train.trainer import TrainSettings, train
+
+    model = make_model(encoder_dir)
+    teach(model, tiny_records(120, 8), progress=False)
+    assert len(model.engine.taught) == 3
+    train(model, tiny_records(16, 9), TrainSettings(steps=2, batch_size=4, augment=False, threads=1), tmp_path / "run", progress=False)
+    assert len(model.engine.taught) == 0
+
+
+def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
+    from clef_agents.cli import main
+    from clef_agents.model import ClefDecisionModel
+
+    source = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(100, 10)))
+    code = main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "taught"),
+                 "--threads", "1", "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "| which team | 100 |" in printed and "taught 3 question(s)" in printed
+    taught = ClefDecisionModel.from_pretrained(tmp_path / "taught")
+    card = taught.config.data_card["taught"]
+    assert card["records"] == [str(records)] and set(card["questions"]) == {"which team", "is this urgent", "how angry"}
+    assert json.loads((tmp_path / "taught" / "teach_report.json").read_text())["which team"]["options"] == 3
+    assert main(["teach", "--model", str(source), "--out", str(tmp_path / "x")]) == 2
+    assert "--records FILE... or --datasets NAME..." in capsys.readouterr().err
