@@ -8,8 +8,9 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
 SAMPLES = 120
-# Floors sit below the measured test accuracy (MODEL_CARD.md: banking77 78.8 %, sms_spam 96.5 %)
-# so that a broken load, tokenizer or head fails loudly while sampling noise does not.
+# Floors sit below the measured test accuracy (MODEL_CARD.md: banking77 93.1 % taught, 87.4 % head
+# alone; sms_spam 99.0 %) so that a broken load, tokenizer, head or taught file fails loudly while
+# sampling noise does not.
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,17 @@ def test_mini_is_trained_and_calibrated(mini):
 
 
 def test_mini_answers_banking77_above_a_floor(mini):
-    assert _accuracy(mini, "banking77") >= 0.8
+    assert _accuracy(mini, "banking77") >= 0.86
+
+
+def test_mini_answers_shipped_questions_with_taught_weights_and_others_with_the_head(mini):
+    from clef_agents.train.datasets import canonical_question
+
+    taught = mini.invoke({"state": "my card has not arrived yet", "questions": {"intent": canonical_question("banking77")}})
+    assert taught.extensions["x_taught"] == ["intent"]
+    assert taught.answers["intent"].choice == "card_arrival"
+    other = {"type": "choice", "instructions": "Which team should handle this?", "criteria": {"cards": None, "loans": None}}
+    assert "x_taught" not in mini.invoke({"state": "my card has not arrived yet", "questions": {"team": other}}).extensions
 
 
 def test_mini_answers_sms_spam_above_a_floor(mini):

@@ -143,3 +143,16 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
     assert json.loads((tmp_path / "taught" / "teach_report.json").read_text())["which team"]["options"] == 3
     assert main(["teach", "--model", str(source), "--out", str(tmp_path / "x")]) == 2
     assert "--records FILE... or --datasets NAME..." in capsys.readouterr().err
+
+
+def test_a_taught_file_missing_a_part_names_it(taught, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from clef_agents.model.taught import TaughtQuestions
+
+    model, _ = taught
+    folder = model.save_pretrained(tmp_path / "partial")
+    tensors = {k: v for k, v in load_file(str(folder / "taught.safetensors")).items() if not k.endswith(".linear_bias")}
+    save_file(tensors, str(folder / "taught.safetensors"))
+    with pytest.raises(ValueError, match="lacks linear_bias"):
+        TaughtQuestions.load(folder)

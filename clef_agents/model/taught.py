@@ -1,11 +1,14 @@
 """Taught questions: per-question option weights fitted on a user's labelled decisions.
 
 The routing head answers any question from its text. When labelled records exist for a
-question, ``clef-agents teach`` fits, for that question, a linear map from the pooled state
-(the same vector the head already computes, so answering costs one extra small matmul) to its
-options, and blends it with the head's logits:
+question, ``clef-agents teach`` fits, for that question, a small network and a linear map from
+the pooled state (the same vector the head already computes, so answering costs three small
+matmuls) to its options, and blends them with the head's logits:
 
-    logit_j = alpha * (w_j · unit(pooled) * SCALE + b_j) + beta * head_logit_j
+    x       = unit(pooled) * SCALE
+    net_j   = w2_j · gelu(W1 · x + b1) + b2_j
+    lin_j   = v_j · x + c_j
+    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j
 
 ``alpha`` and ``beta`` are fitted on held-out records, so the blend is calibrated as well.
 A taught question is recognised by its type and instructions (case and spacing ignored, the
@@ -35,8 +38,10 @@ from clef_agents import wire
 
 TAUGHT_FILE = "taught.safetensors"
 TAUGHT_INDEX = "taught.json"
-SCALE = 10.0
-"""Unit pooled states are scaled by this before the per-option weights (keeps the L2 grid sane)."""
+PARTS = ("hidden_weight", "hidden_bias", "weight", "bias", "linear_weight", "linear_bias")
+BLEND = ("alpha", "beta", "gamma")
+SCALE = 5.0
+"""Unit pooled states are scaled by this before the first layer."""
 
 
 def taught_key(question: wire.TextQuestion) -> str:
@@ -54,15 +59,20 @@ def taught_key(question: wire.TextQuestion) -> str:
 
 @dataclass
 class TaughtQuestion:
-    """The fitted weights of one question, indexed by option name."""
+    """The fitted network of one question; its output rows are indexed by option name."""
 
     kind: str
     instructions: str
     names: list[str]
-    weight: torch.Tensor  # [n, H]
+    hidden_weight: torch.Tensor  # [D, H]
+    hidden_bias: torch.Tensor  # [D]
+    weight: torch.Tensor  # [n, D]
     bias: torch.Tensor  # [n]
+    linear_weight: torch.Tensor  # [n, H]
+    linear_bias: torch.Tensor  # [n]
     alpha: float
     beta: float
+    gamma: float
     report: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -74,9 +84,14 @@ class TaughtQuestion:
             rows = [self._index[name] for name in names]
         except KeyError:
             return None
-        unit = F.normalize(pooled.float(), dim=-1)
-        own = unit @ self.weight[rows].T * SCALE + self.bias[rows]
-        return self.alpha * own + self.beta * head_logits
+        net, lin = self.parts_logits(pooled)
+        return self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits
+
+    def parts_logits(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The network's and the linear map's logits over all taught names for pooled states [..., H]."""
+        x = F.normalize(pooled.float(), dim=-1) * SCALE
+        hidden = F.gelu(x @ self.hidden_weight.T + self.hidden_bias)
+        return hidden @ self.weight.T + self.bias, x @ self.linear_weight.T + self.linear_bias
 
 
 class TaughtQuestions:
@@ -114,10 +129,10 @@ class TaughtQuestions:
         tensors: dict[str, torch.Tensor] = {}
         index: dict[str, Any] = {}
         for key, taught in self.questions.items():
-            tensors[f"{key}.weight"] = taught.weight.float().contiguous()
-            tensors[f"{key}.bias"] = taught.bias.float().contiguous()
+            for part in PARTS:
+                tensors[f"{key}.{part}"] = getattr(taught, part).float().contiguous()
             index[key] = {"type": taught.kind, "instructions": taught.instructions, "names": taught.names,
-                          "alpha": taught.alpha, "beta": taught.beta, "report": taught.report}
+                          **{name: getattr(taught, name) for name in BLEND}, "report": taught.report}
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -135,10 +150,13 @@ class TaughtQuestions:
         tensors = load_file(str(folder / TAUGHT_FILE))
         questions = {}
         for key, entry in index.items():
-            weight, bias = tensors[f"{key}.weight"], tensors[f"{key}.bias"]
-            if weight.shape[0] != len(entry["names"]) or bias.shape[0] != len(entry["names"]):
+            missing = [part for part in PARTS if f"{key}.{part}" not in tensors]
+            if missing:
+                raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks {', '.join(missing)}")
+            parts = {part: tensors[f"{key}.{part}"] for part in PARTS}
+            if parts["weight"].shape[0] != len(entry["names"]):
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
-                                 f"but weights for {weight.shape[0]} options")
-            questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], weight, bias,
-                                            float(entry["alpha"]), float(entry["beta"]), entry.get("report", {}))
+                                 f"but weights for {parts['weight'].shape[0]} options")
+            questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], **parts,
+                                            **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}))
         return cls(questions)
