@@ -1,7 +1,8 @@
 """Issue 2 latency benchmark: warm single-request latency of the decision model vs the bare backbone.
 
 Cases (same state): (a) one noul, (b) three mixed questions, (c) one 77-option choice,
-(d) 8 questions × 10 options; each timed interleaved with the bare MiniLM forward over the same
+(d) 8 questions × 10 options, (e) the same 77-option choice with banking77's own instructions, which
+the shipped model was taught (clef-agents teach: its taught weights answer it); each timed interleaved with the bare MiniLM forward over the same
 state in the same run (the floor). Then batched throughput at batch 32 vs the single-request rate.
 
 Run:   nice -n 10 .venv/bin/python bench/latency/run.py
@@ -55,7 +56,9 @@ def banking_options() -> dict[str, str]:
 
 
 def build_cases() -> dict[str, dict[str, Any]]:
-    """The four request schemas of issue 2, keyed by case name."""
+    """The four request schemas of issue 2 and a taught question, keyed by case name."""
+    from clef_agents.train.datasets import canonical_question
+
     noul = {"type": "noul", "instructions": "Does the customer report fraud on their card?"}
     mixed = {
         "fraud": noul,
@@ -83,6 +86,7 @@ def build_cases() -> dict[str, dict[str, Any]]:
         "c_choice_77": {"intent": {"type": "choice", "instructions": "Which banking request is this?",
                                    "criteria": banking_options()}},
         "d_8q_x_10opt": many,
+        "e_taught_choice_77": {"intent": canonical_question("banking77")},
     }
 
 
