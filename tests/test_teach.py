@@ -156,3 +156,26 @@ def test_a_taught_file_missing_a_part_names_it(taught, tmp_path):
     save_file(tensors, str(folder / "taught.safetensors"))
     with pytest.raises(ValueError, match="lacks linear_bias"):
         TaughtQuestions.load(folder)
+
+
+def test_human_labels_from_a_trace_file_teach_the_gate(encoder_dir, tmp_path):
+    """The production loop: a gate decides, humans label, the traces teach the model."""
+    from clef_agents.graph import DecisionNode, TraceStore
+    from clef_agents.train.teach import teach
+
+    model = make_model(encoder_dir)
+    store = TraceStore(tmp_path / "traces.sqlite")
+    records = tiny_records(100, 11)
+    team = {"team": records[0]["questions"]["team"]}
+    node = DecisionNode(model, team, name="triage", input="text", traces=store)
+    for i, record in enumerate(records):
+        entry = node.invoke({"text": record["state"]}, {"configurable": {"thread_id": f"t{i}"}})["decisions"]["triage"]
+        store.record_outcome(entry["trace_id"], "team", record["labels"]["team"], "human", {"reviewer": "ana"})
+    exported = store.export_records(tmp_path / "human.jsonl", sources=["human"])
+    assert len(exported) == 100
+    reports = teach(model, exported, progress=False)
+    assert reports["which team"]["held_out_taught"]["accuracy"] >= 0.9
+    fresh = tiny_records(40, 12)
+    answers = model.batch([{"state": r["state"], "questions": team} for r in fresh])
+    assert all(a.extensions["x_taught"] == ["team"] for a in answers)
+    assert sum(a.answers["team"].choice == r["labels"]["team"] for a, r in zip(answers, fresh)) / len(fresh) >= 0.9
