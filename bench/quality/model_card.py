@@ -220,6 +220,8 @@ def render() -> str:
         "## Limitations",
         "",
         "- English text only; trained on short customer messages, reviews, SMS/comments, tool lists and NLI pairs.",
+        "- Taught weights answer only the eight taught questions (same instructions, option names among the taught",
+        "  ones); a reworded question, or one with a new option, is answered by the head alone (the \"head alone\" column).",
         "- Calibration of untaught questions is global per question type: teach a question you ask often",
         "  (`clef-agents teach`), or refit it with `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
         "- Probabilities on question styles far from the training mixture are less reliable: fit lane thresholds on",
