@@ -179,3 +179,24 @@ def test_human_labels_from_a_trace_file_teach_the_gate(encoder_dir, tmp_path):
     answers = model.batch([{"state": r["state"], "questions": team} for r in fresh])
     assert all(a.extensions["x_taught"] == ["team"] for a in answers)
     assert sum(a.answers["team"].choice == r["labels"]["team"] for a, r in zip(answers, fresh)) / len(fresh) >= 0.9
+
+
+def test_a_deployment_prior_shifts_a_label_and_survives_save(encoder_dir, tmp_path):
+    from clef_agents.model import ClefDecisionModel
+    from clef_agents.train.teach import prior_offsets, teach
+
+    base, shifted = make_model(encoder_dir), make_model(encoder_dir)
+    train, held = tiny_records(100, 13), tiny_records(40, 14)
+    teach(base, train, held, progress=False)
+    reports = teach(shifted, train, held, priors={"sales": 0.9}, progress=False)
+    assert reports["which team"]["deployment_priors"] == {"sales": 0.9}
+    request = {"state": "card lost please help", "questions": {"team": train[0]["questions"]["team"]}}
+    before = base.invoke(request).answers["team"].probabilities["sales"]
+    after = shifted.invoke(request).answers["team"].probabilities["sales"]
+    assert after > before
+    reloaded = ClefDecisionModel.from_pretrained(shifted.save_pretrained(tmp_path / "shifted"))
+    assert reloaded.invoke(request).answers["team"].probabilities["sales"] == pytest.approx(after, abs=1e-6)
+    with pytest.raises(ValueError, match="no question in the records"):
+        teach(make_model(encoder_dir), train, held, priors={"legal": 0.1}, progress=False)
+    with pytest.raises(ValueError, match=r"must lie in \(0, 1\)"):
+        prior_offsets(["a", "b"], ["a", "b"], {"a": 1.2})

@@ -74,9 +74,12 @@ class TaughtQuestion:
     beta: float
     gamma: float
     report: dict[str, Any] = field(default_factory=dict)
+    prior_offsets: dict[str, float] = field(default_factory=dict)
+    """Added to the blended logits of these options (``log(deployment share / training share)``)."""
 
     def __post_init__(self) -> None:
         self._index = {name: i for i, name in enumerate(self.names)}
+        self._offsets = torch.tensor([self.prior_offsets.get(name, 0.0) for name in self.names])
 
     def logits(self, pooled: torch.Tensor, head_logits: torch.Tensor, names: list[str]) -> torch.Tensor | None:
         """Blended logits over ``names`` (in that order), or None when a name was never taught."""
@@ -85,7 +88,7 @@ class TaughtQuestion:
         except KeyError:
             return None
         net, lin = self.parts_logits(pooled)
-        return self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits
+        return self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits + self._offsets[rows]
 
     def parts_logits(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The network's and the linear map's logits over all taught names for pooled states [..., H]."""
@@ -132,7 +135,8 @@ class TaughtQuestions:
             for part in PARTS:
                 tensors[f"{key}.{part}"] = getattr(taught, part).float().contiguous()
             index[key] = {"type": taught.kind, "instructions": taught.instructions, "names": taught.names,
-                          **{name: getattr(taught, name) for name in BLEND}, "report": taught.report}
+                          **{name: getattr(taught, name) for name in BLEND}, "prior_offsets": taught.prior_offsets,
+                          "report": taught.report}
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -158,5 +162,6 @@ class TaughtQuestions:
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
                                  f"but weights for {parts['weight'].shape[0]} options")
             questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], **parts,
-                                            **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}))
+                                            **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}),
+                                            prior_offsets=dict(entry.get("prior_offsets", {})))
         return cls(questions)

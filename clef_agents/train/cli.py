@@ -62,6 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--datasets", nargs="*", default=None, help="shared data sets to teach from (their train and valid splits)")
     teach.add_argument("--out", required=True, help="folder for the taught checkpoint")
     teach.add_argument("--min-records", type=int, default=20)
+    teach.add_argument("--prior", nargs="*", default=[], metavar="LABEL=SHARE",
+                       help="expected deployment share of a label when it differs from the records' (e.g. oos=0.2)")
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--threads", type=int, default=None)
     teach.add_argument("--no-progress", action="store_true")
@@ -216,9 +218,11 @@ def _run_teach(args: argparse.Namespace) -> int:
 
         records += load_records(name, "train")
         held_out += load_records(name, "valid") if "valid" in available_splits(name) else []
+    priors = _parse_priors(args.prior)
     model = ClefDecisionModel.from_pretrained(args.model)
     began = time.time()
-    reports = teach(model, records, held_out, min_records=args.min_records, seed=args.seed, progress=not args.no_progress)
+    reports = teach(model, records, held_out, min_records=args.min_records, priors=priors, seed=args.seed,
+                    progress=not args.no_progress)
     seconds = round(time.time() - began, 1)
     model.engine.config.data_card["taught"] = {
         "questions": reports,
@@ -227,13 +231,27 @@ def _run_teach(args: argparse.Namespace) -> int:
         "seconds": seconds,
         "command": "clef-agents teach --model {} --out {}".format(args.model, args.out)
         + (" --datasets " + " ".join(args.datasets) if args.datasets else "")
-        + (" --records " + " ".join(args.records) if args.records else ""),
+        + (" --records " + " ".join(args.records) if args.records else "")
+        + (" --prior " + " ".join(args.prior) if args.prior else ""),
     }
     folder = model.save_pretrained(args.out)
     (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
     print(_teach_table(reports))
     print(f"taught {sum('skipped' not in r for r in reports.values())} question(s) in {seconds:.0f} s; saved {folder}")
     return 0
+
+
+def _parse_priors(items: list[str]) -> dict[str, float]:
+    priors = {}
+    for item in items:
+        label, sep, share = item.rpartition("=")
+        try:
+            priors[label] = float(share)
+        except ValueError:
+            sep = ""
+        if not sep or not label:
+            raise ValueError(f"--prior takes LABEL=SHARE (e.g. oos=0.2), got {item!r}")
+    return priors
 
 
 def _teach_table(reports: dict[str, dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -227,6 +228,7 @@ def teach(
     *,
     min_records: int = MIN_RECORDS,
     settings: TeachSettings | None = None,
+    priors: dict[str, float] | None = None,
     seed: int = 0,
     progress: bool = True,
 ) -> dict[str, dict[str, Any]]:
@@ -235,6 +237,8 @@ def teach(
     Without ``held_out_records``, a seeded 10% of ``records`` is held out for the blend. Questions
     with fewer than ``min_records`` records, or with fewer than two labels seen, are skipped (and
     reported as such); existing taught questions not in the records stay as they are.
+    ``priors`` (label -> expected deployment share) shifts every taught question that has that
+    label from its training shares to those shares (see ``prior_offsets``).
 
     Example:
         >>> report = teach(model, records)  # doctest: +SKIP
@@ -252,6 +256,9 @@ def teach(
     from tqdm.auto import tqdm  # noqa: PLC0415
 
     groups = collect(model, all_records, held_out, progress=progress)
+    unmatched = sorted(set(priors or {}) - {name for group in groups.values() for name in group.names})
+    if unmatched:
+        raise ValueError(f"prior for {unmatched}, which no question in the records has as an option")
     reports: dict[str, dict[str, Any]] = {}
     for key, group in tqdm(groups.items(), desc="teach: fitting questions", disable=not progress, unit="question"):
         reason = _skip_reason(group, min_records)
@@ -259,9 +266,42 @@ def teach(
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
         taught = fit_group(group, settings or TeachSettings(seed=seed))
+        wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
+        if wanted:
+            taught.prior_offsets = prior_offsets(group.names, group.gold, wanted)
+            taught.__post_init__()
+            taught.report["deployment_priors"] = wanted
         model.engine.taught.add(key, taught)
         reports[group.instructions] = {"type": group.kind, "options": len(group.names), **taught.report}
     return reports
+
+
+def prior_offsets(names: Sequence[str], gold: Sequence[str], priors: dict[str, float]) -> dict[str, float]:
+    """Logit offsets that move a calibrated model from its training label shares to deployment shares.
+
+    ``priors`` gives the expected deployment share of some labels; the other labels share what
+    is left in their training proportions (prior-shift correction of calibrated posteriors).
+
+    Example:
+        >>> offsets = prior_offsets(["a", "b"], ["a", "b", "b", "b"], {"a": 0.5})
+        >>> round(offsets["a"], 3), round(offsets["b"], 3)
+        (0.693, -0.405)
+    """
+    unknown = sorted(set(priors) - set(names))
+    if unknown:
+        raise ValueError(f"prior for {unknown} but the question's options are {list(names)}")
+    if not all(0.0 < share < 1.0 for share in priors.values()) or sum(priors.values()) >= 1.0:
+        raise ValueError(f"deployment shares must lie in (0, 1) and sum below 1, got {priors}")
+    counts = {name: 0 for name in names}
+    for label in gold:
+        counts[label] += 1
+    total = len(gold)
+    missing = [name for name in priors if counts[name] == 0]
+    if missing:
+        raise ValueError(f"no training records labelled {missing}: a prior needs the label to be seen")
+    given = sum(counts[name] for name in priors) / total
+    rest = math.log((1.0 - sum(priors.values())) / (1.0 - given)) if given < 1.0 else 0.0
+    return {name: math.log(priors[name] / (counts[name] / total)) if name in priors else rest for name in names}
 
 
 def _skip_reason(group: _Group, min_records: int) -> str | None:
