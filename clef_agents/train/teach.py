@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -245,16 +245,17 @@ def teach(
         >>> report["Is this SMS message spam?"]["held_out_taught"]["accuracy"]  # doctest: +SKIP
         0.99
     """
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
     if not records:
         raise ValueError("teaching needs labelled records, got none")
+    _check_shares(priors or {})
     all_records = [*records, *held_out_records]
     if held_out_records:
         held_out = [False] * len(records) + [True] * len(held_out_records)
     else:
         rng = random.Random(seed)
         held_out = [rng.random() < HOLDOUT_SHARE for _ in records]
-    from tqdm.auto import tqdm  # noqa: PLC0415
-
     groups = collect(model, all_records, held_out, progress=progress)
     unmatched = sorted(set(priors or {}) - {name for group in groups.values() for name in group.names})
     if unmatched:
@@ -268,8 +269,7 @@ def teach(
         taught = fit_group(group, settings or TeachSettings(seed=seed))
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
-            taught.prior_offsets = prior_offsets(group.names, group.gold, wanted)
-            taught.__post_init__()
+            taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
             taught.report["deployment_priors"] = wanted
         model.engine.taught.add(key, taught)
         reports[group.instructions] = {"type": group.kind, "options": len(group.names), **taught.report}
@@ -290,8 +290,7 @@ def prior_offsets(names: Sequence[str], gold: Sequence[str], priors: dict[str, f
     unknown = sorted(set(priors) - set(names))
     if unknown:
         raise ValueError(f"prior for {unknown} but the question's options are {list(names)}")
-    if not all(0.0 < share < 1.0 for share in priors.values()) or sum(priors.values()) >= 1.0:
-        raise ValueError(f"deployment shares must lie in (0, 1) and sum below 1, got {priors}")
+    _check_shares(priors)
     counts = {name: 0 for name in names}
     for label in gold:
         counts[label] += 1
@@ -302,6 +301,11 @@ def prior_offsets(names: Sequence[str], gold: Sequence[str], priors: dict[str, f
     given = sum(counts[name] for name in priors) / total
     rest = math.log((1.0 - sum(priors.values())) / (1.0 - given)) if given < 1.0 else 0.0
     return {name: math.log(priors[name] / (counts[name] / total)) if name in priors else rest for name in names}
+
+
+def _check_shares(priors: dict[str, float]) -> None:
+    if not all(0.0 < share < 1.0 for share in priors.values()) or sum(priors.values()) >= 1.0:
+        raise ValueError(f"deployment shares must lie in (0, 1) and sum below 1, got {priors}")
 
 
 def _skip_reason(group: _Group, min_records: int) -> str | None:
