@@ -87,8 +87,8 @@ def taught_lines(taught: dict | None) -> list[str]:
         return []
     lines = [
         f"Then taught (`{taught['command']}`, {taught['seconds'] / 60:.0f} min on 2 cores; adapter and head unchanged):"
-        " per question, a logistic regression on the pooled state blended with the head's logits, the blend fitted on"
-        " the validation split ([docs/teaching.md](docs/teaching.md)). Held-out (validation) accuracy:",
+        " per question, a small network and a logistic regression on the pooled state, blended with the head's logits,"
+        " the blend fitted on the validation split ([docs/teaching.md](docs/teaching.md)). Held-out (validation) accuracy:",
         "",
         "| taught question | records | head alone | taught |",
         "|---|---:|---:|---:|",

@@ -163,10 +163,10 @@ class ClefDecisionModel(BaseDecisionModel):
 
     def _respond(self, prepared: tuple[str, list[str], list[wire.TextQuestion]], prediction: Any) -> wire.DecisionResponse:
         _, ids, questions = prepared
-        probabilities, truncation, n_tokens = prediction
+        probabilities, truncation, n_tokens, taught_flags = prediction
         answers = {qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, probabilities)}
         extensions: dict[str, Any] = {"x_truncation": truncation.as_dict()}
-        taught = [qid for qid, q in zip(ids, questions) if self._engine.taught_entry(q) is not None]
+        taught = [qid for qid, was_taught in zip(ids, taught_flags) if was_taught]
         if taught:
             extensions["x_taught"] = taught
         if not self._engine.config.trained:

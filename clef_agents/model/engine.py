@@ -458,21 +458,26 @@ class DecisionEngine:
         batch: EncodedBatch,
         questions: list[list[wire.TextQuestion]],
         pooled: torch.Tensor | None = None,
+        taught: list[list[TaughtQuestion | None]] | None = None,
     ) -> list[list[torch.Tensor]]:
         """Per request, per question: calibrated log-probabilities over that question's options.
 
         With ``pooled`` (the states the head saw), taught questions answer with their blend of
         taught weights and head logits (calibrated when taught); the others with the head alone.
+        ``taught`` passes the entries of ``taught_entries(questions)`` when the caller has them.
         """
         cal = self.config.calibration
+        if pooled is not None and taught is None:
+            taught = self.taught_entries(questions)
         out: list[list[torch.Tensor]] = []
         for i, row in enumerate(batch.spans):
             row_out = []
-            for (start, end), question in zip(row, questions[i]):
+            for q, ((start, end), question) in enumerate(zip(row, questions[i])):
                 z = logits[i, start:end]
-                taught = self._taught_logits(question, pooled[i], z) if pooled is not None else None
-                if taught is not None:
-                    row_out.append(F.log_softmax(taught, dim=-1))
+                entry = taught[i][q] if pooled is not None and taught is not None else None
+                if entry is not None:
+                    blended = entry.logits(pooled[i].to(entry.weight.device), z.to(entry.weight.device), wire.option_names(question))
+                    row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
                     row_out.append(torch.stack([F.logsigmoid(margin), F.logsigmoid(-margin)]))
@@ -489,18 +494,16 @@ class DecisionEngine:
             return None
         return entry
 
-    def _taught_logits(self, question: wire.TextQuestion, pooled: torch.Tensor, head_logits: torch.Tensor) -> torch.Tensor | None:
-        entry = self.taught_entry(question)
-        if entry is None:
-            return None
-        return entry.logits(pooled.to(entry.weight.device), head_logits.to(entry.weight.device), wire.option_names(question))
+    def taught_entries(self, questions: list[list[wire.TextQuestion]]) -> list[list[TaughtQuestion | None]]:
+        """``taught_entry`` for every question of every request."""
+        return [[self.taught_entry(question) for question in row] for row in questions]
 
     @torch.no_grad()
-    def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[tuple[list[list[float]], Truncation, int]]:
+    def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[tuple[list[list[float]], Truncation, int, list[bool]]]:
         """Calibrated probabilities for many requests, in padded chunks sorted by length.
 
-        Returns, per request: (probabilities per question, truncation, state token count).
-        Taught questions (``clef-agents teach``) answer with their taught weights.
+        Returns, per request: (probabilities per question, truncation, state token count, whether
+        each question was answered by taught weights (``clef-agents teach``)).
         """
         order = sorted(range(len(requests)), key=lambda i: len(requests[i][0]))
         results: list[Any] = [None] * len(requests)
@@ -509,10 +512,13 @@ class DecisionEngine:
             batch = self.encode([requests[i] for i in chunk])
             with _autocast(self.device):
                 logits, pooled = self.logits_and_pooled(batch)
-            log_probs = self.calibrated_log_probs(logits.float(), batch, [requests[i][1] for i in chunk], pooled.float().cpu())
+            questions = [requests[i][1] for i in chunk]
+            taught = self.taught_entries(questions)
+            log_probs = self.calibrated_log_probs(logits.float(), batch, questions, pooled.float().cpu(), taught)
             for j, i in enumerate(chunk):
                 probs = [lp.exp().cpu().tolist() for lp in log_probs[j]]
-                results[i] = (probs, batch.truncations[j], int(batch.attention_mask[j].sum()))
+                flags = [entry is not None for entry in taught[j]]
+                results[i] = (probs, batch.truncations[j], int(batch.attention_mask[j].sum()), flags)
         return results
 
     def train_mode(self, training: bool) -> None:

@@ -101,7 +101,8 @@ class TaughtQuestions:
     """All taught questions of a checkpoint, saved beside it as ``taught.json`` + ``taught.safetensors``.
 
     Example:
-        >>> TaughtQuestions.load("clef_agents/checkpoints/mini").keys()  # doctest: +SKIP
+        >>> len(TaughtQuestions.load("clef_agents/checkpoints/mini"))  # doctest: +SKIP
+        8
     """
 
     def __init__(self, questions: dict[str, TaughtQuestion] | None = None):
@@ -109,9 +110,6 @@ class TaughtQuestions:
 
     def __len__(self) -> int:
         return len(self.questions)
-
-    def keys(self) -> list[str]:
-        return list(self.questions)
 
     def lookup(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught entry for a question, if any (same type, instructions and option count rule)."""

@@ -51,12 +51,14 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
         batch = engine.encode([(text, qs) for text, qs, _ in examples])
         logits, pooled = engine.logits_and_pooled(batch)
         logits, pooled = logits.float().cpu(), pooled.float().cpu()
-        answered = engine.calibrated_log_probs(logits, batch, [qs for _, qs, _ in examples], pooled)
-        for i, (spans, (_, questions, gold)) in enumerate(zip(batch.spans, examples)):
+        questions = [qs for _, qs, _ in examples]
+        taught = engine.taught_entries(questions)
+        answered = engine.calibrated_log_probs(logits, batch, questions, pooled, taught)
+        for i, (spans, (_, row, gold)) in enumerate(zip(batch.spans, examples)):
             dataset = chunk[i].get("meta", {}).get("dataset", "?")
-            for q, ((a, b), question, target) in enumerate(zip(spans, questions, gold)):
-                taught = engine.taught_entry(question) is not None
-                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset, answered[i][q].exp().tolist(), taught))
+            for q, ((a, b), question, target) in enumerate(zip(spans, row, gold)):
+                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset, answered[i][q].exp().tolist(),
+                                     taught[i][q] is not None))
     return out
 
 

@@ -105,8 +105,6 @@ def collect(model: ClefDecisionModel, records: Sequence[dict[str, Any]], held_ou
             for (a, b), question, target in zip(spans, questions, gold):
                 key = taught_key(question)
                 group = groups.setdefault(key, _Group(question.type, wire.content_text(question.instructions)))
-                if group.kind != question.type:
-                    continue
                 group.add(pooled[j], wire.option_names(question), logits[j, a:b], target, held_out[chunk[j]])
     return groups
 
@@ -192,13 +190,14 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
     n = len(group.names)
     x_fit, _, p_fit, y_fit = group.tensors(fit_rows)
     x_held, head_held, p_held, y_held = group.tensors(held_rows)
+    head_part = head_held.masked_fill(~p_held, 0.0)
     net_parts = _train_network(x_fit, p_fit, y_fit, n, settings)
     best: tuple[float, float, torch.Tensor, torch.Tensor] | None = None
     for l2 in l2_grid:
         weight, bias = _fit_linear(x_fit, p_fit, y_fit, l2, n)
         linear = x_held * SCALE @ weight.T + bias
         blend = _fit_blend([linear, head_held], p_held, y_held)
-        nll = _scores(blend[0] * linear + blend[1] * head_held.masked_fill(~p_held, 0.0), p_held, y_held)["nll"]
+        nll = _scores(blend[0] * linear + blend[1] * head_part, p_held, y_held)["nll"]
         if best is None or nll < best[0]:
             best = (nll, l2, weight, bias)
     assert best is not None
@@ -208,7 +207,6 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
     with torch.no_grad():
         net, linear = draft.parts_logits(x_held)
     alpha, gamma, beta = _fit_blend([net, linear, head_held], p_held, y_held)
-    head_part = head_held.masked_fill(~p_held, 0.0)
     report = {
         "records": len(group.gold),
         "held_out": len(held_rows),

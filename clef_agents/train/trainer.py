@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.engine import DecisionEngine, EncodedBatch
+from clef_agents.model.taught import TaughtQuestions
 
 Example = tuple[str, list[wire.TextQuestion], list[int]]
 """One training example: state text, questions, gold option index per question."""
@@ -201,7 +202,7 @@ def train(
     if len(engine.taught):
         # taught weights are fitted to this adapter and head: training makes them stale
         print(f"dropping {len(engine.taught)} taught question(s): they no longer fit once the model trains; teach again after")
-        engine.taught = type(engine.taught)()
+        engine.taught = TaughtQuestions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(settings.seed)
