@@ -35,6 +35,38 @@ def test_teaching_beats_the_untrained_head_on_held_out_records(taught):
         assert report["held_out_taught"]["nll"] < report["held_out_head"]["nll"]
 
 
+def test_each_question_keeps_the_features_with_the_lower_held_out_nll(taught):
+    from clef_agents.train.teach import FEATURE_CANDIDATES
+
+    model, reports = taught
+    for text, report in reports.items():
+        by_features = report["held_out_nll_by_features"]
+        assert set(by_features) == set(FEATURE_CANDIDATES)
+        assert report["features"] == min(by_features, key=by_features.get)
+        assert by_features[report["features"]] == pytest.approx(report["held_out_taught"]["nll"], abs=1e-5)
+    assert {e.instructions: e.features for e in model.engine.taught.questions.values()} == {
+        text: report["features"] for text, report in reports.items()}
+
+
+def test_questions_taught_on_different_features_answer_as_when_alone(encoder_dir):
+    """One request can mix taught questions that read different features; each answers as it was taught."""
+    from clef_agents.train.teach import teach
+
+    records, held = tiny_records(90, 20), tiny_records(40, 21)
+    models = {}
+    for spec in ("mean1", "mean2+max"):
+        models[spec] = make_model(encoder_dir)
+        teach(models[spec], records, held, features=[spec], progress=False)
+        assert {e.features for e in models[spec].engine.taught.questions.values()} == {spec}
+    mixed = make_model(encoder_dir)
+    for key, entry in models["mean1"].engine.taught.questions.items():
+        mixed.engine.taught.add(key, entry if entry.instructions == "which team" else models["mean2+max"].engine.taught.questions[key])
+    requests = [_request(r) for r in tiny_records(8, 22)]
+    for m, a, b in zip(mixed.batch(requests), models["mean1"].batch(requests), models["mean2+max"].batch(requests)):
+        assert m.answers["team"].probabilities == pytest.approx(a.answers["team"].probabilities, abs=1e-5)
+        assert m.answers["urgent"].noul == pytest.approx(b.answers["urgent"].noul, abs=1e-5)
+
+
 def test_taught_answers_survive_save_and_load(taught, tmp_path):
     from clef_agents.model import ClefDecisionModel
 
@@ -136,13 +168,22 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
                  "--threads", "1", "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "| which team | 100 |" in printed and "taught 3 question(s)" in printed
+    assert "| which team | 100 | mean" in printed and "taught 3 question(s)" in printed
     taught = ClefDecisionModel.from_pretrained(tmp_path / "taught")
     card = taught.config.data_card["taught"]
     assert card["records"] == [str(records)] and set(card["questions"]) == {"which team", "is this urgent", "how angry"}
     assert json.loads((tmp_path / "taught" / "teach_report.json").read_text())["which team"]["options"] == 3
     assert main(["teach", "--model", str(source), "--out", str(tmp_path / "x")]) == 2
     assert "--records FILE... or --datasets NAME..." in capsys.readouterr().err
+    assert main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "x"),
+                 "--features", "cls", "--no-progress"]) == 2
+    assert "unknown taught features 'cls'" in capsys.readouterr().err
+    assert main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "m1"),
+                 "--features", "mean1", "--threads", "1", "--no-progress"]) == 0
+    assert "| which team | 100 | mean1 |" in capsys.readouterr().out
+    one = ClefDecisionModel.from_pretrained(tmp_path / "m1")
+    assert {e.features for e in one.engine.taught.questions.values()} == {"mean1"}
+    assert one.config.data_card["taught"]["command"].endswith("--features mean1")
 
 
 def test_a_taught_file_missing_a_part_names_it(taught, tmp_path):
@@ -200,3 +241,77 @@ def test_a_deployment_prior_shifts_a_label_and_survives_save(encoder_dir, tmp_pa
         teach(make_model(encoder_dir), train, held, priors={"legal": 0.1}, progress=False)
     with pytest.raises(ValueError, match=r"must lie in \(0, 1\)"):
         prior_offsets(["a", "b"], ["a", "b"], {"a": 1.2})
+
+
+def test_taught_features_are_unit_blocks_of_the_last_layers(encoder_dir):
+    import torch
+    import torch.nn.functional as F
+
+    from clef_agents.model.taught import FEATURES, feature_size, pool_features
+
+    engine = make_model(encoder_dir).engine
+    records = tiny_records(3, 15)
+    batch = engine.encode([(r["state"], list(engine_questions(r))) for r in records])
+    with torch.no_grad():
+        states = engine._hidden_states(batch.input_ids, batch.attention_mask)
+        _, features = engine.logits_and_features(batch, [FEATURES, "mean1"])
+    mask = batch.attention_mask.unsqueeze(-1).float()
+    last_mean = (states[-1] * mask).sum(1) / mask.sum(1)
+    assert torch.allclose(features["mean1"], F.normalize(last_mean, dim=-1), atol=1e-5)
+    hidden = engine.backbone.hidden_size
+    assert features[FEATURES].shape == (3, feature_size(FEATURES, hidden, 2)) == (3, 3 * hidden)  # 2 layers + max
+    blocks = features[FEATURES].view(3, 3, hidden).norm(dim=-1)
+    assert torch.allclose(blocks, torch.full_like(blocks, 3**-0.5), atol=1e-5)
+    assert torch.allclose(pool_features(states, batch.attention_mask, "mean2"), features[FEATURES][:, : 2 * hidden] * 1.5**0.5, atol=1e-5)
+    with pytest.raises(ValueError, match="allowed: 'meanK' or 'meanK\\+max'"):
+        pool_features(states, batch.attention_mask, "cls")
+
+
+def engine_questions(record: dict):
+    from clef_agents import wire
+
+    return wire.validate_questions(record["questions"]).values()
+
+
+def test_a_taught_file_from_before_features_reads_the_last_layer_mean(taught, tmp_path):
+    """Files saved without a ``features`` field keep answering as they were taught (last-layer mean)."""
+    import torch
+
+    from clef_agents.model import ClefDecisionModel
+    from clef_agents.model.taught import TaughtQuestion
+
+    model, _ = taught
+    folder = model.save_pretrained(tmp_path / "legacy")
+    reloaded = ClefDecisionModel.from_pretrained(folder)
+    hidden = model.engine.backbone.hidden_size
+    torch.manual_seed(0)
+    for key, entry in list(reloaded.engine.taught.questions.items()):
+        n = len(entry.names)
+        reloaded.engine.taught.add(key, TaughtQuestion(
+            entry.kind, entry.instructions, entry.names, torch.randn(8, hidden).half().float(), torch.zeros(8),
+            torch.randn(n, 8).half().float(), torch.zeros(n), torch.randn(n, hidden).half().float(), torch.zeros(n),
+            alpha=1.0, beta=0.5, gamma=1.0, features="mean1"))
+    saved = reloaded.save_pretrained(tmp_path / "legacy2")
+    index = json.loads((saved / "taught.json").read_text())
+    for entry in index.values():
+        assert entry.pop("features") == "mean1"
+    (saved / "taught.json").write_text(json.dumps(index))
+    old = ClefDecisionModel.from_pretrained(saved)
+    assert {e.features for e in old.engine.taught.questions.values()} == {"mean1"}
+    requests = [_request(r) for r in tiny_records(6, 16)]
+    for a, b in zip(reloaded.batch(requests), old.batch(requests)):
+        assert b.extensions["x_taught"] == ["team", "urgent", "anger"]
+        assert a.answers["team"].probabilities == pytest.approx(b.answers["team"].probabilities, abs=1e-6)
+
+
+def test_taught_weights_of_another_width_are_a_clear_error(taught, tmp_path):
+    from clef_agents.model import ClefDecisionModel
+
+    model, _ = taught
+    folder = model.save_pretrained(tmp_path / "wrong")
+    index = json.loads((folder / "taught.json").read_text())
+    for entry in index.values():
+        entry["features"] = "mean1"
+    (folder / "taught.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="taught on another one"):
+        ClefDecisionModel.from_pretrained(folder)

@@ -82,12 +82,12 @@ def training_lines(card: dict) -> list[str]:
 
 
 def taught_lines(taught: dict | None) -> list[str]:
-    """The teaching step (per-question weights on the pooled state, docs/teaching.md) with its held-out report."""
+    """The teaching step (per-question weights on pooled layer states, docs/teaching.md) with its held-out report."""
     if not taught:
         return []
     lines = [
         f"Then taught (`{taught['command']}`, {taught['seconds'] / 60:.0f} min on 2 cores; adapter and head unchanged):"
-        " per question, a small network and a logistic regression on the pooled state, blended with the head's logits,"
+        " per question, a small network and a logistic regression on the state's pooled last four layers, blended with the head's logits,"
         " the blend fitted on the validation split ([docs/teaching.md](docs/teaching.md)). Held-out (validation) accuracy:",
         "",
         "| taught question | records | head alone | taught |",

@@ -11,7 +11,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,7 +25,7 @@ from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.head import OPTION_TYPES, RoutingHead, level_positions
-from clef_agents.model.taught import TaughtQuestion, TaughtQuestions
+from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, pool_features
 
 SCHEMA_CACHE_SIZE = 8192
 FORWARD_CHUNK = 64
@@ -230,10 +230,20 @@ class DecisionEngine:
             raise ValueError(f"head weights in {folder} lack {', '.join(missing)}{hint}")
         result = self.head.load_state_dict(weights, strict=False)
         self.taught = TaughtQuestions.load(folder)
+        self._check_taught(folder)
         self._forget_match_vectors()
         if result.unexpected_keys:
             raise ValueError(f"head weights in {folder} do not fit this head: unexpected {result.unexpected_keys[:3]}")
         return missing
+
+    def _check_taught(self, folder: Path) -> None:
+        """Every taught question's weights must read features of this backbone's size."""
+        for taught in self.taught.questions.values():
+            expected = feature_size(taught.features, self.backbone.hidden_size, _num_layers(self.backbone.model))
+            found = taught.hidden_weight.shape[1]
+            if found != expected:
+                raise ValueError(f"taught question {taught.instructions!r} in {folder} reads {found} features, but its "
+                                 f"{taught.features!r} features have {expected} on this backbone: it was taught on another one")
 
     def _load_adapter(self, adapter_dir: Path) -> None:
         from peft import set_peft_model_state_dict  # noqa: PLC0415
@@ -413,13 +423,15 @@ class DecisionEngine:
 
     def logits(self, batch: EncodedBatch) -> torch.Tensor:
         """Raw option logits [B, O] for an encoded batch (differentiable when training)."""
-        return self.logits_and_pooled(batch)[0]
+        return self.logits_and_features(batch)[0]
 
-    def logits_and_pooled(self, batch: EncodedBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Raw option logits [B, O] and the pooled state [B, H] the head saw (taught questions use it)."""
+    def logits_and_features(self, batch: EncodedBatch, specs: Collection[str] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Raw option logits [B, O] and, per taught feature spec asked for, the state features [B, F]
+        that taught questions read (``taught.pool_features``), from the same backbone pass."""
         mask = batch.attention_mask.to(self.device)
-        hidden = self._hidden(batch.input_ids.to(self.device), mask).float()
-        return self.head_logits(hidden, mask, batch), _mean_pool(hidden, mask)
+        states = self._hidden_states(batch.input_ids.to(self.device), mask)
+        features = {spec: pool_features(states, mask, spec) for spec in specs}
+        return self.head_logits(states[-1].float(), mask, batch), features
 
     def head_logits(self, hidden: torch.Tensor, mask: torch.Tensor, batch: EncodedBatch) -> torch.Tensor:
         """Option logits from given state token states [B, T, H] (e.g. cached ones) and a batch's options."""
@@ -452,31 +464,38 @@ class DecisionEngine:
         out = self.network(input_ids=input_ids, attention_mask=attention_mask)
         return out.last_hidden_state
 
+    def _hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Token states of every layer (embeddings first, the last layer last)."""
+        out = self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        return tuple(out.hidden_states)
+
     def calibrated_log_probs(
         self,
         logits: torch.Tensor,
         batch: EncodedBatch,
         questions: list[list[wire.TextQuestion]],
-        pooled: torch.Tensor | None = None,
+        features: Mapping[str, torch.Tensor] | None = None,
         taught: list[list[TaughtQuestion | None]] | None = None,
     ) -> list[list[torch.Tensor]]:
         """Per request, per question: calibrated log-probabilities over that question's options.
 
-        With ``pooled`` (the states the head saw), taught questions answer with their blend of
-        taught weights and head logits (calibrated when taught); the others with the head alone.
-        ``taught`` passes the entries of ``taught_entries(questions)`` when the caller has them.
+        With ``features`` (from ``logits_and_features`` for the specs of ``taught_specs``), taught
+        questions answer with their blend of taught weights and head logits (calibrated when
+        taught); the others with the head alone. ``taught`` passes the entries of
+        ``taught_entries(questions)`` when the caller has them.
         """
         cal = self.config.calibration
-        if pooled is not None and taught is None:
+        if features is not None and taught is None:
             taught = self.taught_entries(questions)
         out: list[list[torch.Tensor]] = []
         for i, row in enumerate(batch.spans):
             row_out = []
             for q, ((start, end), question) in enumerate(zip(row, questions[i])):
                 z = logits[i, start:end]
-                entry = taught[i][q] if pooled is not None and taught is not None else None
+                entry = taught[i][q] if features is not None and taught is not None else None
                 if entry is not None:
-                    blended = entry.logits(pooled[i].to(entry.weight.device), z.to(entry.weight.device), wire.option_names(question))
+                    state = features[entry.features][i].to(entry.weight.device)
+                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question))
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
@@ -498,6 +517,11 @@ class DecisionEngine:
         """``taught_entry`` for every question of every request."""
         return [[self.taught_entry(question) for question in row] for row in questions]
 
+    @staticmethod
+    def taught_specs(taught: list[list[TaughtQuestion | None]]) -> set[str]:
+        """The feature specs the given taught entries read (empty when none is taught)."""
+        return {entry.features for row in taught for entry in row if entry is not None}
+
     @torch.no_grad()
     def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[tuple[list[list[float]], Truncation, int, list[bool]]]:
         """Calibrated probabilities for many requests, in padded chunks sorted by length.
@@ -510,11 +534,12 @@ class DecisionEngine:
         for start in range(0, len(order), FORWARD_CHUNK):
             chunk = order[start : start + FORWARD_CHUNK]
             batch = self.encode([requests[i] for i in chunk])
-            with _autocast(self.device):
-                logits, pooled = self.logits_and_pooled(batch)
             questions = [requests[i][1] for i in chunk]
             taught = self.taught_entries(questions)
-            log_probs = self.calibrated_log_probs(logits.float(), batch, questions, pooled.float().cpu(), taught)
+            with _autocast(self.device):
+                logits, features = self.logits_and_features(batch, self.taught_specs(taught))
+            features = {spec: value.float().cpu() for spec, value in features.items()}
+            log_probs = self.calibrated_log_probs(logits.float(), batch, questions, features, taught)
             for j, i in enumerate(chunk):
                 probs = [lp.exp().cpu().tolist() for lp in log_probs[j]]
                 flags = [entry is not None for entry in taught[j]]

@@ -2,10 +2,10 @@
 
 The routing head answers any question from its text. When labelled records exist for a
 question, ``clef-agents teach`` fits, for that question, a small network and a linear map from
-the pooled state (the same vector the head already computes, so answering costs three small
-matmuls) to its options, and blends them with the head's logits:
+the state's features (pooled from token states the backbone pass already computes, so answering
+costs a few small matmuls) to its options, and blends them with the head's logits:
 
-    x       = unit(pooled) * SCALE
+    x       = features * SCALE      (unit vector; see ``pool_features``)
     net_j   = w2_j · gelu(W1 · x + b1) + b2_j
     lin_j   = v_j · x + c_j
     logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j
@@ -29,6 +29,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -37,11 +38,63 @@ import torch.nn.functional as F
 from clef_agents import wire
 
 TAUGHT_FILE = "taught.safetensors"
+FEATURES = "mean4+max"
+"""What new teaching reads: unit mean pools of the last four layers and the last layer's unit max
+pool, concatenated (measured against the last layer's mean pool alone in docs/teaching.md)."""
+LEGACY_FEATURES = "mean1"
+"""The last layer's mean pool: what taught questions saved without a ``features`` field read."""
 TAUGHT_INDEX = "taught.json"
 PARTS = ("hidden_weight", "hidden_bias", "weight", "bias", "linear_weight", "linear_bias")
 BLEND = ("alpha", "beta", "gamma")
+STORED_DTYPE = torch.float16
+"""Taught weights are stored in half precision (teaching fits the blend on the rounded weights)."""
 SCALE = 5.0
 """Unit pooled states are scaled by this before the first layer."""
+
+
+def parse_features(spec: str) -> tuple[int, bool]:
+    """``"meanK"`` or ``"meanK+max"`` → (K mean-pooled last layers, whether the max pool is added).
+
+    Example:
+        >>> parse_features("mean4+max")
+        (4, True)
+    """
+    match = re.fullmatch(r"mean([1-9][0-9]*)(\+max)?", spec)
+    if match is None:
+        raise ValueError(f"unknown taught features {spec!r}; allowed: 'meanK' or 'meanK+max' with K >= 1 (e.g. {FEATURES!r})")
+    return int(match.group(1)), match.group(2) is not None
+
+
+def feature_size(spec: str, hidden_size: int, num_layers: int) -> int:
+    """Length of ``pool_features`` vectors for a backbone of that width and depth.
+
+    Example:
+        >>> feature_size("mean4+max", 384, 6)
+        1920
+    """
+    count, with_max = parse_features(spec)
+    return hidden_size * (min(count, max(num_layers, 1)) + int(with_max))
+
+
+def pool_features(hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, spec: str) -> torch.Tensor:
+    """Taught features [B, F] from a backbone's per-layer token states ([B, T, H] each, embeddings first).
+
+    Each block (mean pool of one of the last K layers, then the last layer's max pool) is made a
+    unit vector and the concatenation is scaled back to unit length, so every block weighs the same.
+    A backbone with fewer than K layers gives all it has.
+
+    Example:
+        >>> states = [torch.ones(1, 3, 4)] * 3
+        >>> pool_features(states, torch.ones(1, 3), "mean2+max").shape
+        torch.Size([1, 12])
+    """
+    count, with_max = parse_features(spec)
+    layers = list(hidden_states[1:] if len(hidden_states) > 1 else hidden_states)[-count:]
+    weights = mask.unsqueeze(-1).to(layers[-1].dtype)
+    blocks = [(h.float() * weights).sum(1) / weights.sum(1).clamp(min=1.0) for h in layers]
+    if with_max:
+        blocks.append(layers[-1].float().masked_fill(weights == 0, float("-inf")).amax(1))
+    return torch.cat([F.normalize(b, dim=-1) for b in blocks], dim=-1) / len(blocks) ** 0.5
 
 
 def taught_key(question: wire.TextQuestion) -> str:
@@ -76,23 +129,26 @@ class TaughtQuestion:
     report: dict[str, Any] = field(default_factory=dict)
     prior_offsets: dict[str, float] = field(default_factory=dict)
     """Added to the blended logits of these options (``log(deployment share / training share)``)."""
+    features: str = FEATURES
+    """Which state features the weights read (``pool_features``)."""
 
     def __post_init__(self) -> None:
+        parse_features(self.features)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._offsets = torch.tensor([self.prior_offsets.get(name, 0.0) for name in self.names])
 
-    def logits(self, pooled: torch.Tensor, head_logits: torch.Tensor, names: list[str]) -> torch.Tensor | None:
+    def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str]) -> torch.Tensor | None:
         """Blended logits over ``names`` (in that order), or None when a name was never taught."""
         try:
             rows = [self._index[name] for name in names]
         except KeyError:
             return None
-        net, lin = self.parts_logits(pooled)
+        net, lin = self.parts_logits(features)
         return self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits + self._offsets[rows]
 
-    def parts_logits(self, pooled: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The network's and the linear map's logits over all taught names for pooled states [..., H]."""
-        x = F.normalize(pooled.float(), dim=-1) * SCALE
+    def parts_logits(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The network's and the linear map's logits over all taught names for features [..., F]."""
+        x = F.normalize(features.float(), dim=-1) * SCALE
         hidden = F.gelu(x @ self.hidden_weight.T + self.hidden_bias)
         return hidden @ self.weight.T + self.bias, x @ self.linear_weight.T + self.linear_bias
 
@@ -115,6 +171,10 @@ class TaughtQuestions:
         """The taught entry for a question, if any (same type, instructions and option count rule)."""
         return self.questions.get(taught_key(question)) if self.questions else None
 
+    def feature_specs(self) -> set[str]:
+        """The features some taught question reads (the engine pools only these)."""
+        return {taught.features for taught in self.questions.values()}
+
     def add(self, key: str, taught: TaughtQuestion) -> None:
         self.questions[key] = taught
 
@@ -131,8 +191,9 @@ class TaughtQuestions:
         index: dict[str, Any] = {}
         for key, taught in self.questions.items():
             for part in PARTS:
-                tensors[f"{key}.{part}"] = getattr(taught, part).float().contiguous()
+                tensors[f"{key}.{part}"] = getattr(taught, part).to(STORED_DTYPE).contiguous()
             index[key] = {"type": taught.kind, "instructions": taught.instructions, "names": taught.names,
+                          "features": taught.features,
                           **{name: getattr(taught, name) for name in BLEND}, "prior_offsets": taught.prior_offsets,
                           "report": taught.report}
         save_file(tensors, str(folder / TAUGHT_FILE))
@@ -155,11 +216,12 @@ class TaughtQuestions:
             missing = [part for part in PARTS if f"{key}.{part}" not in tensors]
             if missing:
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks {', '.join(missing)}")
-            parts = {part: tensors[f"{key}.{part}"] for part in PARTS}
+            parts = {part: tensors[f"{key}.{part}"].float() for part in PARTS}
             if parts["weight"].shape[0] != len(entry["names"]):
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
                                  f"but weights for {parts['weight'].shape[0]} options")
             questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], **parts,
                                             **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}),
-                                            prior_offsets=dict(entry.get("prior_offsets", {})))
+                                            prior_offsets=dict(entry.get("prior_offsets", {})),
+                                            features=entry.get("features", LEGACY_FEATURES))
         return cls(questions)

@@ -49,11 +49,11 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
         chunk = records[start : start + CHUNK]
         examples = [record_to_example(r) for r in chunk]
         batch = engine.encode([(text, qs) for text, qs, _ in examples])
-        logits, pooled = engine.logits_and_pooled(batch)
-        logits, pooled = logits.float().cpu(), pooled.float().cpu()
         questions = [qs for _, qs, _ in examples]
         taught = engine.taught_entries(questions)
-        answered = engine.calibrated_log_probs(logits, batch, questions, pooled, taught)
+        logits, features = engine.logits_and_features(batch, engine.taught_specs(taught))
+        logits, features = logits.float().cpu(), {spec: value.float().cpu() for spec, value in features.items()}
+        answered = engine.calibrated_log_probs(logits, batch, questions, features, taught)
         for i, (spans, (_, row, gold)) in enumerate(zip(batch.spans, examples)):
             dataset = chunk[i].get("meta", {}).get("dataset", "?")
             for q, ((a, b), question, target) in enumerate(zip(spans, row, gold)):

@@ -64,6 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--min-records", type=int, default=20)
     teach.add_argument("--prior", nargs="*", default=[], metavar="LABEL=SHARE",
                        help="expected deployment share of a label when it differs from the records' (e.g. oos=0.2)")
+    teach.add_argument("--features", nargs="+", default=None, metavar="SPEC",
+                       help="state features to fit each question on, the lower held-out NLL kept "
+                            "('meanK' or 'meanK+max'; default: mean4+max mean1)")
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--threads", type=int, default=None)
     teach.add_argument("--no-progress", action="store_true")
@@ -202,7 +205,7 @@ def _run_calibrate(args: argparse.Namespace) -> int:
 
 def _run_teach(args: argparse.Namespace) -> int:
     from clef_agents.model import ClefDecisionModel  # noqa: PLC0415
-    from clef_agents.train.teach import teach  # noqa: PLC0415
+    from clef_agents.train.teach import FEATURE_CANDIDATES, teach  # noqa: PLC0415
 
     if not args.records and not args.datasets:
         raise ValueError("teach needs labelled records: pass --records FILE... or --datasets NAME...")
@@ -222,7 +225,7 @@ def _run_teach(args: argparse.Namespace) -> int:
     model = ClefDecisionModel.from_pretrained(args.model)
     began = time.time()
     reports = teach(model, records, held_out, min_records=args.min_records, priors=priors, seed=args.seed,
-                    progress=not args.no_progress)
+                    features=args.features or FEATURE_CANDIDATES, progress=not args.no_progress)
     seconds = round(time.time() - began, 1)
     model.engine.config.data_card["taught"] = {
         "questions": reports,
@@ -232,7 +235,8 @@ def _run_teach(args: argparse.Namespace) -> int:
         "command": "clef-agents teach --model {} --out {}".format(args.model, args.out)
         + (" --datasets " + " ".join(args.datasets) if args.datasets else "")
         + (" --records " + " ".join(args.records) if args.records else "")
-        + (" --prior " + " ".join(args.prior) if args.prior else ""),
+        + (" --prior " + " ".join(args.prior) if args.prior else "")
+        + (" --features " + " ".join(args.features) if args.features else ""),
     }
     folder = model.save_pretrained(args.out)
     (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
@@ -255,13 +259,14 @@ def _parse_priors(items: list[str]) -> dict[str, float]:
 
 
 def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
-    lines = ["| question | records | held-out acc (head) | held-out acc (taught) | NLL head → taught |", "|---|---:|---:|---:|---|"]
+    lines = ["| question | records | features | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
+             "|---|---:|---|---:|---:|---|"]
     for text, r in reports.items():
         if "skipped" in r:
-            lines.append(f"| {text[:60]} | {r['records']} | skipped: {r['skipped']} | | |")
+            lines.append(f"| {text[:60]} | {r['records']} | | skipped: {r['skipped']} | | |")
             continue
         head, taught = r["held_out_head"], r["held_out_taught"]
-        lines.append(f"| {text[:60]} | {r['records']} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
     return "\n".join(lines)
 
 

@@ -1,11 +1,12 @@
 """``clef-agents teach``: fit taught questions (see ``clef_agents.model.taught``) from labelled records.
 
-One pass of the model over the records gives, per question, the pooled states and the head's
-raw logits. Per distinct question (type + instructions), on the records not held out: a
-one-hidden-layer network from the unit pooled state to the options (AdamW, one-cycle schedule,
+One pass of the model over the records gives, per question, the state features (each candidate
+in ``FEATURE_CANDIDATES``) and the head's raw logits. Per distinct question (type + instructions)
+and per candidate, on the records not held out: a one-hidden-layer network from the features to the options (AdamW, one-cycle schedule,
 dropout, label smoothing; seeded) and a multinomial logistic regression (L2 strength chosen by
 held-out NLL). Then the blend ``alpha * net + gamma * linear + beta * head`` is fitted on the
-held-out records by NLL, which both mixes the three and calibrates the result.
+held-out records by NLL, which both mixes the three and calibrates the result. The candidate with
+the lower held-out NLL is kept.
 
 Example:
     >>> from clef_agents.train.teach import teach  # doctest: +SKIP
@@ -25,7 +26,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
-from clef_agents.model.taught import SCALE, TaughtQuestion, taught_key
+from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, TaughtQuestion, parse_features, taught_key
 
 
 @dataclass
@@ -49,6 +50,9 @@ L2_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 MIN_RECORDS = 20
 HOLDOUT_SHARE = 0.1
 MASKED = -1e4
+FEATURE_CANDIDATES = (FEATURES, LEGACY_FEATURES)
+"""Features each question is fitted on by default; the one with the lower held-out NLL is kept
+(the richer one wins on most questions; the last layer's mean pool alone on some small binary ones)."""
 
 
 @dataclass
@@ -58,22 +62,23 @@ class _Group:
     kind: str
     instructions: str
     names: list[str] = field(default_factory=list)
-    pooled: list[torch.Tensor] = field(default_factory=list)
+    features: dict[str, list[torch.Tensor]] = field(default_factory=dict)  # spec -> one vector per record
     head: list[dict[str, float]] = field(default_factory=list)  # option name -> raw head logit
     gold: list[str] = field(default_factory=list)
     held_out: list[bool] = field(default_factory=list)
 
-    def add(self, pooled: torch.Tensor, names: list[str], logits: torch.Tensor, gold: int, held_out: bool) -> None:
+    def add(self, features: dict[str, torch.Tensor], names: list[str], logits: torch.Tensor, gold: int, held_out: bool) -> None:
         for name in names:
             if name not in self.names:
                 self.names.append(name)
-        self.pooled.append(pooled)
+        for spec, vector in features.items():
+            self.features.setdefault(spec, []).append(vector)
         self.head.append(dict(zip(names, logits.tolist())))
         self.gold.append(names[gold])
         self.held_out.append(held_out)
 
-    def tensors(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Unit pooled states [N,H], head logits [N,n] (absent options masked), presence mask, gold [N]."""
+    def tensors(self, rows: list[int], spec: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Unit ``spec`` features [N,F], head logits [N,n] (absent options masked), presence mask, gold [N]."""
         index = {name: i for i, name in enumerate(self.names)}
         head = torch.full((len(rows), len(self.names)), MASKED)
         present = torch.zeros((len(rows), len(self.names)), dtype=torch.bool)
@@ -81,14 +86,20 @@ class _Group:
             for name, value in self.head[row].items():
                 head[r, index[name]] = value
                 present[r, index[name]] = True
-        pooled = F.normalize(torch.stack([self.pooled[row] for row in rows]).float(), dim=-1)
+        features = F.normalize(torch.stack([self.features[spec][row] for row in rows]).float(), dim=-1)
         gold = torch.tensor([index[self.gold[row]] for row in rows])
-        return pooled, head, present, gold
+        return features, head, present, gold
 
 
 @torch.no_grad()
-def collect(model: ClefDecisionModel, records: Sequence[dict[str, Any]], held_out: Sequence[bool], progress: bool = True) -> dict[str, _Group]:
-    """One model pass over labelled records: per taught key, pooled states, head logits and labels."""
+def collect(
+    model: ClefDecisionModel,
+    records: Sequence[dict[str, Any]],
+    held_out: Sequence[bool],
+    specs: Sequence[str] = FEATURE_CANDIDATES,
+    progress: bool = True,
+) -> dict[str, _Group]:
+    """One model pass over labelled records: per taught key, state features (each of ``specs``), head logits and labels."""
     from tqdm.auto import tqdm  # noqa: PLC0415
 
     engine = model.engine
@@ -99,31 +110,33 @@ def collect(model: ClefDecisionModel, records: Sequence[dict[str, Any]], held_ou
         chunk = order[start : start + CHUNK]
         examples = [record_to_example(records[i]) for i in chunk]
         batch = engine.encode([(text, qs) for text, qs, _ in examples])
-        logits, pooled = engine.logits_and_pooled(batch)
-        logits, pooled = logits.float().cpu(), pooled.float().cpu()
+        logits, pooled = engine.logits_and_features(batch, specs)
+        logits = logits.float().cpu()
+        features = {spec: pooled[spec].float().cpu() for spec in specs}
         for j, (spans, (_, questions, gold)) in enumerate(zip(batch.spans, examples)):
             for (a, b), question, target in zip(spans, questions, gold):
                 key = taught_key(question)
                 group = groups.setdefault(key, _Group(question.type, wire.content_text(question.instructions)))
-                group.add(pooled[j], wire.option_names(question), logits[j, a:b], target, held_out[chunk[j]])
+                group.add({spec: rows[j] for spec, rows in features.items()}, wire.option_names(question), logits[j, a:b], target, held_out[chunk[j]])
     return groups
 
 
 def _train_network(
-    pooled: torch.Tensor, present: torch.Tensor, gold: torch.Tensor, n: int, settings: TeachSettings
+    features: torch.Tensor, present: torch.Tensor, gold: torch.Tensor, n: int, settings: TeachSettings
 ) -> dict[str, torch.Tensor]:
-    """Train the question's network on unit pooled states; returns its weights (``TaughtQuestion`` parts)."""
+    """Train the question's network on unit features; returns its weights (``TaughtQuestion`` parts),
+    rounded as they will be stored."""
     from torch import nn  # noqa: PLC0415
 
     generator = torch.Generator().manual_seed(settings.seed)
     torch.manual_seed(settings.seed)
-    net = nn.Sequential(nn.Dropout(settings.input_dropout), nn.Linear(pooled.shape[1], settings.hidden), nn.GELU(),
+    net = nn.Sequential(nn.Dropout(settings.input_dropout), nn.Linear(features.shape[1], settings.hidden), nn.GELU(),
                         nn.Dropout(settings.dropout), nn.Linear(settings.hidden, n))
     per_epoch = -(-len(gold) // settings.batch_size)
     steps = max(settings.epochs * per_epoch, settings.min_steps)
     optimizer = torch.optim.AdamW(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=settings.lr, total_steps=steps)
-    x = pooled * SCALE
+    x = features * SCALE
     net.train()
     step = 0
     while step < steps:
@@ -138,16 +151,21 @@ def _train_network(
             schedule.step()
             step += 1
     first, last = net[1], net[4]
-    return {"hidden_weight": first.weight.detach().clone(), "hidden_bias": first.bias.detach().clone(),
-            "weight": last.weight.detach().clone(), "bias": last.bias.detach().clone()}
+    parts = {"hidden_weight": first.weight, "hidden_bias": first.bias, "weight": last.weight, "bias": last.bias}
+    return {name: _as_stored(value.detach()) for name, value in parts.items()}
 
 
-def _fit_linear(pooled: torch.Tensor, present: torch.Tensor, gold: torch.Tensor, l2: float, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Multinomial logistic regression on ``pooled * SCALE`` with an L2 penalty (full-batch L-BFGS)."""
-    weight = torch.zeros(n, pooled.shape[1], requires_grad=True)
+def _as_stored(value: torch.Tensor) -> torch.Tensor:
+    """The value as it reads back from ``taught.safetensors`` (so held-out fits see the saved weights)."""
+    return value.to(STORED_DTYPE).float()
+
+
+def _fit_linear(features: torch.Tensor, present: torch.Tensor, gold: torch.Tensor, l2: float, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multinomial logistic regression on ``features * SCALE`` with an L2 penalty (full-batch L-BFGS)."""
+    weight = torch.zeros(n, features.shape[1], requires_grad=True)
     bias = torch.zeros(n, requires_grad=True)
     optimizer = torch.optim.LBFGS([weight, bias], lr=1, max_iter=300, line_search_fn="strong_wolfe")
-    x = pooled * SCALE
+    x = features * SCALE
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
@@ -157,7 +175,7 @@ def _fit_linear(pooled: torch.Tensor, present: torch.Tensor, gold: torch.Tensor,
         return loss
 
     optimizer.step(closure)
-    return weight.detach(), bias.detach()
+    return _as_stored(weight.detach()), _as_stored(bias.detach())
 
 
 def _fit_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor) -> list[float]:
@@ -182,14 +200,25 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
     return {"accuracy": float((logits.argmax(1) == gold).float().mean()), "nll": float(F.cross_entropy(logits, gold))}
 
 
-def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Sequence[float] = L2_GRID) -> TaughtQuestion:
-    """Fit one taught question: network and linear map on the fit records, the blend on the held-out ones."""
+def fit_best(group: _Group, settings: TeachSettings | None = None, specs: Sequence[str] | None = None) -> TaughtQuestion:
+    """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL.
+
+    The report's ``held_out_nll_by_features`` lists every candidate's held-out NLL.
+    """
+    fits = [fit_group(group, settings, spec=spec) for spec in (specs or list(group.features))]
+    best = min(fits, key=lambda taught: taught.report["held_out_taught"]["nll"])
+    best.report["held_out_nll_by_features"] = {fit.features: fit.report["held_out_taught"]["nll"] for fit in fits}
+    return best
+
+
+def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Sequence[float] = L2_GRID, spec: str = FEATURES) -> TaughtQuestion:
+    """Fit one taught question on ``spec`` features: network and linear map on the fit records, the blend on the held-out ones."""
     settings = settings or TeachSettings()
     fit_rows = [i for i, h in enumerate(group.held_out) if not h]
     held_rows = [i for i, h in enumerate(group.held_out) if h]
     n = len(group.names)
-    x_fit, _, p_fit, y_fit = group.tensors(fit_rows)
-    x_held, head_held, p_held, y_held = group.tensors(held_rows)
+    x_fit, _, p_fit, y_fit = group.tensors(fit_rows, spec)
+    x_held, head_held, p_held, y_held = group.tensors(held_rows, spec)
     head_part = head_held.masked_fill(~p_held, 0.0)
     net_parts = _train_network(x_fit, p_fit, y_fit, n, settings)
     best: tuple[float, float, torch.Tensor, torch.Tensor] | None = None
@@ -203,20 +232,21 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
     assert best is not None
     _, l2, linear_weight, linear_bias = best
     draft = TaughtQuestion(group.kind, group.instructions, list(group.names), **net_parts, linear_weight=linear_weight,
-                           linear_bias=linear_bias, alpha=1.0, beta=0.0, gamma=0.0)
+                           linear_bias=linear_bias, alpha=1.0, beta=0.0, gamma=0.0, features=spec)
     with torch.no_grad():
         net, linear = draft.parts_logits(x_held)
     alpha, gamma, beta = _fit_blend([net, linear, head_held], p_held, y_held)
     report = {
         "records": len(group.gold),
         "held_out": len(held_rows),
+        "features": spec,
         "l2": l2,
         "blend": {"network": round(alpha, 4), "linear": round(gamma, 4), "head": round(beta, 4)},
         "held_out_head": _scores(head_held, p_held, y_held),
         "held_out_taught": _scores(alpha * net + gamma * linear + beta * head_part, p_held, y_held),
     }
     return TaughtQuestion(group.kind, group.instructions, list(group.names), **net_parts, linear_weight=linear_weight,
-                          linear_bias=linear_bias, alpha=alpha, beta=beta, gamma=gamma, report=report)
+                          linear_bias=linear_bias, alpha=alpha, beta=beta, gamma=gamma, report=report, features=spec)
 
 
 def teach(
@@ -227,6 +257,7 @@ def teach(
     min_records: int = MIN_RECORDS,
     settings: TeachSettings | None = None,
     priors: dict[str, float] | None = None,
+    features: Sequence[str] = FEATURE_CANDIDATES,
     seed: int = 0,
     progress: bool = True,
 ) -> dict[str, dict[str, Any]]:
@@ -236,7 +267,9 @@ def teach(
     with fewer than ``min_records`` records, or with fewer than two labels seen, are skipped (and
     reported as such); existing taught questions not in the records stay as they are.
     ``priors`` (label -> expected deployment share) shifts every taught question that has that
-    label from its training shares to those shares (see ``prior_offsets``).
+    label from its training shares to those shares (see ``prior_offsets``). Each question is fitted
+    on every spec in ``features`` (see ``taught.pool_features``) and keeps the one with the lower
+    held-out NLL.
 
     Example:
         >>> report = teach(model, records)  # doctest: +SKIP
@@ -248,13 +281,17 @@ def teach(
     if not records:
         raise ValueError("teaching needs labelled records, got none")
     _check_shares(priors or {})
+    if not features:
+        raise ValueError(f"teaching needs at least one feature spec, e.g. {FEATURES!r}")
+    for spec in features:
+        parse_features(spec)
     all_records = [*records, *held_out_records]
     if held_out_records:
         held_out = [False] * len(records) + [True] * len(held_out_records)
     else:
         rng = random.Random(seed)
         held_out = [rng.random() < HOLDOUT_SHARE for _ in records]
-    groups = collect(model, all_records, held_out, progress=progress)
+    groups = collect(model, all_records, held_out, list(dict.fromkeys(features)), progress=progress)
     unmatched = sorted(set(priors or {}) - {name for group in groups.values() for name in group.names})
     if unmatched:
         raise ValueError(f"prior for {unmatched}, which no question in the records has as an option")
@@ -264,7 +301,7 @@ def teach(
         if reason:
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
-        taught = fit_group(group, settings or TeachSettings(seed=seed))
+        taught = fit_best(group, settings or TeachSettings(seed=seed))
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
