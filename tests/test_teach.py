@@ -311,7 +311,7 @@ def test_taught_weights_of_another_width_are_a_clear_error(taught, tmp_path):
     folder = model.save_pretrained(tmp_path / "wrong")
     index = json.loads((folder / "taught.json").read_text())
     for entry in index.values():
-        entry["features"] = "mean1"
+        entry["features"] = "mean2+max" if entry["features"] == "mean1" else "mean1"
     (folder / "taught.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match="taught on another one"):
         ClefDecisionModel.from_pretrained(folder)

@@ -87,16 +87,17 @@ def taught_lines(taught: dict | None) -> list[str]:
         return []
     lines = [
         f"Then taught (`{taught['command']}`, {taught['seconds'] / 60:.0f} min on 2 cores; adapter and head unchanged):"
-        " per question, a small network and a logistic regression on the state's pooled last four layers, blended with the head's logits,"
+        " per question, a small network and a logistic regression on pooled token states (the last four layers' means and the"
+        " last layer's max, or the last layer's mean alone, whichever has the lower held-out NLL), blended with the head's logits,"
         " the blend fitted on the validation split ([docs/teaching.md](docs/teaching.md)). Held-out (validation) accuracy:",
         "",
-        "| taught question | records | head alone | taught |",
-        "|---|---:|---:|---:|",
+        "| taught question | records | features | head alone | taught |",
+        "|---|---:|---|---:|---:|",
     ]
     for text, r in taught["questions"].items():
         if "skipped" in r:
             continue
-        lines.append(f"| {text[:70]} | {r['records']} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
+        lines.append(f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
     return [*lines, ""]
 
 

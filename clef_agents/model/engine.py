@@ -429,7 +429,7 @@ class DecisionEngine:
         """Raw option logits [B, O] and, per taught feature spec asked for, the state features [B, F]
         that taught questions read (``taught.pool_features``), from the same backbone pass."""
         mask = batch.attention_mask.to(self.device)
-        states = self._hidden_states(batch.input_ids.to(self.device), mask)
+        states = self._hidden_states(batch.input_ids.to(self.device), mask, every_layer=bool(specs))
         features = {spec: pool_features(states, mask, spec) for spec in specs}
         return self.head_logits(states[-1].float(), mask, batch), features
 
@@ -464,10 +464,10 @@ class DecisionEngine:
         out = self.network(input_ids=input_ids, attention_mask=attention_mask)
         return out.last_hidden_state
 
-    def _hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Token states of every layer (embeddings first, the last layer last)."""
-        out = self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
-        return tuple(out.hidden_states)
+    def _hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, every_layer: bool = True) -> tuple[torch.Tensor, ...]:
+        """Token states of every layer (embeddings first, the last layer last), or of the last one alone."""
+        out = self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=every_layer)
+        return tuple(out.hidden_states) if every_layer else (out.last_hidden_state,)
 
     def calibrated_log_probs(
         self,
