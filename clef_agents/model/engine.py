@@ -25,7 +25,7 @@ from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.head import OPTION_TYPES, RoutingHead, level_positions
-from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, pool_features
+from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, mean_pool, pool_features
 
 SCHEMA_CACHE_SIZE = 8192
 FORWARD_CHUNK = 64
@@ -289,7 +289,7 @@ class DecisionEngine:
         ).to(self.device)
         with self._network_in_eval(), self._adapters_disabled():  # frozen and cached: never with dropout
             hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
-        return _mean_pool(hidden, tokens["attention_mask"]).float().cpu()
+        return mean_pool(hidden, tokens["attention_mask"]).float().cpu()
 
     @contextmanager
     def _network_in_eval(self) -> Iterator[None]:
@@ -441,7 +441,7 @@ class DecisionEngine:
         return self.head(
             hidden,
             mask.bool(),
-            _mean_pool(hidden, mask),
+            mean_pool(hidden, mask),
             batch.option_vec.to(dev),
             batch.question_vec.to(dev),
             batch.option_type.to(dev),
@@ -466,8 +466,9 @@ class DecisionEngine:
 
     def _hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, every_layer: bool = True) -> tuple[torch.Tensor, ...]:
         """Token states of every layer (embeddings first, the last layer last), or of the last one alone."""
-        out = self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=every_layer)
-        return tuple(out.hidden_states) if every_layer else (out.last_hidden_state,)
+        if not every_layer:
+            return (self._hidden(input_ids, attention_mask),)
+        return tuple(self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states)
 
     def calibrated_log_probs(
         self,
@@ -570,11 +571,6 @@ def _truncate(ids: list[int], budget: int, policy: str, tail_fraction: float) ->
     tail = int(round(budget * tail_fraction))
     head = budget - tail
     return ids[:head] + (ids[-tail:] if tail else [])
-
-
-def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    weights = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
 
 def _autocast(device: torch.device):

@@ -76,6 +76,17 @@ def feature_size(spec: str, hidden_size: int, num_layers: int) -> int:
     return hidden_size * (min(count, max(num_layers, 1)) + int(with_max))
 
 
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of token states [B, T, H] over the tokens the mask keeps → [B, H].
+
+    Example:
+        >>> mean_pool(torch.tensor([[[1.0], [3.0], [9.0]]]), torch.tensor([[1, 1, 0]]))
+        tensor([[2.]])
+    """
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
 def pool_features(hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, spec: str) -> torch.Tensor:
     """Taught features [B, F] from a backbone's per-layer token states ([B, T, H] each, embeddings first).
 
@@ -90,10 +101,9 @@ def pool_features(hidden_states: Sequence[torch.Tensor], mask: torch.Tensor, spe
     """
     count, with_max = parse_features(spec)
     layers = list(hidden_states[1:] if len(hidden_states) > 1 else hidden_states)[-count:]
-    weights = mask.unsqueeze(-1).to(layers[-1].dtype)
-    blocks = [(h.float() * weights).sum(1) / weights.sum(1).clamp(min=1.0) for h in layers]
+    blocks = [mean_pool(h.float(), mask) for h in layers]
     if with_max:
-        blocks.append(layers[-1].float().masked_fill(weights == 0, float("-inf")).amax(1))
+        blocks.append(layers[-1].float().masked_fill(mask.unsqueeze(-1) == 0, float("-inf")).amax(1))
     return torch.cat([F.normalize(b, dim=-1) for b in blocks], dim=-1) / len(blocks) ** 0.5
 
 
@@ -170,10 +180,6 @@ class TaughtQuestions:
     def lookup(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught entry for a question, if any (same type, instructions and option count rule)."""
         return self.questions.get(taught_key(question)) if self.questions else None
-
-    def feature_specs(self) -> set[str]:
-        """The features some taught question reads (the engine pools only these)."""
-        return {taught.features for taught in self.questions.values()}
 
     def add(self, key: str, taught: TaughtQuestion) -> None:
         self.questions[key] = taught

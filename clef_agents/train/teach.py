@@ -200,12 +200,12 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
     return {"accuracy": float((logits.argmax(1) == gold).float().mean()), "nll": float(F.cross_entropy(logits, gold))}
 
 
-def fit_best(group: _Group, settings: TeachSettings | None = None, specs: Sequence[str] | None = None) -> TaughtQuestion:
+def fit_best(group: _Group, settings: TeachSettings | None = None) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL.
 
     The report's ``held_out_nll_by_features`` lists every candidate's held-out NLL.
     """
-    fits = [fit_group(group, settings, spec=spec) for spec in (specs or list(group.features))]
+    fits = [fit_group(group, settings, spec=spec) for spec in group.features]
     best = min(fits, key=lambda taught: taught.report["held_out_taught"]["nll"])
     best.report["held_out_nll_by_features"] = {fit.features: fit.report["held_out_taught"]["nll"] for fit in fits}
     return best
