@@ -315,3 +315,21 @@ def test_taught_weights_of_another_width_are_a_clear_error(taught, tmp_path):
     (folder / "taught.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match="taught on another one"):
         ClefDecisionModel.from_pretrained(folder)
+
+
+def test_a_separable_held_out_set_keeps_the_blend_weights_finite():
+    """MAP blend: where one part separates every held-out record, the Gaussian prior stops the weight
+    at the stationary point of NLL + w² / (2 σ² N) instead of letting it grow without bound."""
+    import math
+
+    import torch
+
+    from clef_agents.train.teach import BLEND_PRIOR_SD, _fit_blend
+
+    n = 50
+    gold = torch.tensor([0, 1] * (n // 2))
+    separating = torch.stack([1.0 - 2.0 * gold, 2.0 * gold - 1.0], dim=1).float()
+    (weight,) = _fit_blend([separating], torch.ones(n, 2, dtype=torch.bool), gold)
+    gradient = -2.0 / (1.0 + math.exp(2.0 * weight)) + weight / (BLEND_PRIOR_SD**2 * n)
+    assert 1.0 < weight < 20.0
+    assert gradient == pytest.approx(0.0, abs=1e-4)

@@ -78,6 +78,7 @@ class EncodedBatch:
     spans: list[list[tuple[int, int]]]  # per request, per question: [start, end) in the option axis
     truncations: list[Truncation] = field(default_factory=list)
     match_vec: torch.Tensor | None = None  # cached match-path option vectors (inference only)
+    texts: list[str] = field(default_factory=list)  # the state texts, uncut (taught lexical parts read them)
 
 
 def option_texts(question: wire.TextQuestion) -> list[str]:
@@ -336,7 +337,7 @@ class DecisionEngine:
 
     def tokenize_state(self, text: str) -> tuple[list[int], Truncation]:
         """Token ids of a state within ``max_state_tokens``, cut by the configured policy."""
-        ids = self.backbone.tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = self.backbone.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         prefix, suffix = self._special_tokens
         budget = max(1, min(self.config.max_state_tokens, self.backbone.max_positions) - len(prefix) - len(suffix))
         kept = _truncate(ids, budget, self.config.truncation, self.config.tail_fraction)
@@ -361,6 +362,7 @@ class DecisionEngine:
         input_ids, attention = self._pad(list(token_rows))
         batch = self.encode_schemas([questions for _, questions in requests])
         batch.input_ids, batch.attention_mask, batch.truncations = input_ids, attention, list(truncations)
+        batch.texts = [text for text, _ in requests]
         return batch
 
     def _pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -496,7 +498,8 @@ class DecisionEngine:
                 entry = taught[i][q] if features is not None and taught is not None else None
                 if entry is not None:
                     state = features[entry.features][i].to(entry.weight.device)
-                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question))
+                    text = batch.texts[i] if batch.texts else None
+                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text)
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b

@@ -8,9 +8,10 @@ costs a few small matmuls) to its options, and blends them with the head's logit
     x       = features * SCALE      (unit vector; see ``pool_features``)
     net_j   = w2_j · gelu(W1 · x + b1) + b2_j
     lin_j   = v_j · x + c_j
-    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j
+    lex_j   = TF-IDF logistic regression on the state text's words (``lexical``; optional)
+    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j
 
-``alpha`` and ``beta`` are fitted on held-out records, so the blend is calibrated as well.
+The blend weights are fitted on held-out records, so the blend is calibrated as well.
 A taught question is recognised by its type and instructions (case and spacing ignored, the
 option descriptions may change); its options are matched by name, so shuffled options and
 subsets that keep only taught names still use it. A question with an option the teaching
@@ -36,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from clef_agents import wire
+from clef_agents.model.lexical import LexicalModel
 
 TAUGHT_FILE = "taught.safetensors"
 FEATURES = "mean4+max"
@@ -45,6 +47,7 @@ LEGACY_FEATURES = "mean1"
 """The last layer's mean pool: what taught questions saved without a ``features`` field read."""
 TAUGHT_INDEX = "taught.json"
 PARTS = ("hidden_weight", "hidden_bias", "weight", "bias", "linear_weight", "linear_bias")
+LEXICAL_PARTS = ("idf", "weight", "bias")
 BLEND = ("alpha", "beta", "gamma")
 STORED_DTYPE = torch.float16
 """Taught weights are stored in half precision (teaching fits the blend on the rounded weights)."""
@@ -141,20 +144,35 @@ class TaughtQuestion:
     """Added to the blended logits of these options (``log(deployment share / training share)``)."""
     features: str = FEATURES
     """Which state features the weights read (``pool_features``)."""
+    lexical: LexicalModel | None = None
+    """TF-IDF logistic regression on the state text, when teaching found it lowers held-out NLL."""
+    delta: float = 0.0
+    """Blend weight of the lexical logits."""
 
     def __post_init__(self) -> None:
         parse_features(self.features)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._offsets = torch.tensor([self.prior_offsets.get(name, 0.0) for name in self.names])
+        if self.lexical is not None and self.lexical.weight.shape[0] != len(self.names):
+            raise ValueError(f"taught question {self.instructions!r}: lexical weights for {self.lexical.weight.shape[0]} "
+                             f"options but {len(self.names)} names")
 
-    def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str]) -> torch.Tensor | None:
-        """Blended logits over ``names`` (in that order), or None when a name was never taught."""
+    def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str], text: str | None = None) -> torch.Tensor | None:
+        """Blended logits over ``names`` (in that order), or None when a name was never taught.
+
+        ``text`` is the state text; questions taught with a lexical part need it.
+        """
         try:
             rows = [self._index[name] for name in names]
         except KeyError:
             return None
         net, lin = self.parts_logits(features)
-        return self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits + self._offsets[rows]
+        blended = self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits + self._offsets[rows]
+        if self.lexical is None:
+            return blended
+        if text is None:
+            raise ValueError(f"taught question {self.instructions!r} reads the state text (lexical part) but none was given")
+        return blended + self.delta * self.lexical.logits(text)[rows]
 
     def parts_logits(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The network's and the linear map's logits over all taught names for features [..., F]."""
@@ -202,6 +220,10 @@ class TaughtQuestions:
                           "features": taught.features,
                           **{name: getattr(taught, name) for name in BLEND}, "prior_offsets": taught.prior_offsets,
                           "report": taught.report}
+            if taught.lexical is not None:
+                for part in LEXICAL_PARTS:
+                    tensors[f"{key}.lexical_{part}"] = getattr(taught.lexical, part).to(STORED_DTYPE).contiguous()
+                index[key]["lexical"] = {"delta": taught.delta, "vocabulary": taught.lexical.vocabulary}
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -226,8 +248,21 @@ class TaughtQuestions:
             if parts["weight"].shape[0] != len(entry["names"]):
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
                                  f"but weights for {parts['weight'].shape[0]} options")
+            lexical, delta = _load_lexical(key, entry, tensors, folder)
             questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], **parts,
                                             **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}),
                                             prior_offsets=dict(entry.get("prior_offsets", {})),
-                                            features=entry.get("features", LEGACY_FEATURES))
+                                            features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta)
         return cls(questions)
+
+
+def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[LexicalModel | None, float]:
+    """The lexical part of a taught entry (None, 0.0 for entries saved without one)."""
+    if "lexical" not in entry:
+        return None, 0.0
+    missing = [part for part in LEXICAL_PARTS if f"{key}.lexical_{part}" not in tensors]
+    if missing:
+        raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks "
+                         f"{', '.join('lexical_' + part for part in missing)}")
+    parts = {part: tensors[f"{key}.lexical_{part}"].float() for part in LEXICAL_PARTS}
+    return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts), float(entry["lexical"]["delta"])

@@ -67,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--features", nargs="+", default=None, metavar="SPEC",
                        help="state features to fit each question on, the lower held-out NLL kept "
                             "('meanK' or 'meanK+max'; default: mean4+max mean1)")
+    teach.add_argument("--no-lexical", action="store_true",
+                       help="do not add the TF-IDF word model to any question's blend (by default it joins where it "
+                            "lowers the held-out NLL by 1%% or more)")
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--threads", type=int, default=None)
     teach.add_argument("--no-progress", action="store_true")
@@ -225,7 +228,7 @@ def _run_teach(args: argparse.Namespace) -> int:
     model = ClefDecisionModel.from_pretrained(args.model)
     began = time.time()
     reports = teach(model, records, held_out, min_records=args.min_records, priors=priors, seed=args.seed,
-                    features=args.features or FEATURE_CANDIDATES, progress=not args.no_progress)
+                    features=args.features or FEATURE_CANDIDATES, lexical=not args.no_lexical, progress=not args.no_progress)
     seconds = round(time.time() - began, 1)
     model.engine.config.data_card["taught"] = {
         "questions": reports,
@@ -236,7 +239,8 @@ def _run_teach(args: argparse.Namespace) -> int:
         + (" --datasets " + " ".join(args.datasets) if args.datasets else "")
         + (" --records " + " ".join(args.records) if args.records else "")
         + (" --prior " + " ".join(args.prior) if args.prior else "")
-        + (" --features " + " ".join(args.features) if args.features else ""),
+        + (" --features " + " ".join(args.features) if args.features else "")
+        + (" --no-lexical" if args.no_lexical else ""),
     }
     folder = model.save_pretrained(args.out)
     (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
@@ -259,14 +263,15 @@ def _parse_priors(items: list[str]) -> dict[str, float]:
 
 
 def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
-    lines = ["| question | records | features | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
-             "|---|---:|---|---:|---:|---|"]
+    lines = ["| question | records | features | words | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
+             "|---|---:|---|---|---:|---:|---|"]
     for text, r in reports.items():
         if "skipped" in r:
-            lines.append(f"| {text[:60]} | {r['records']} | | skipped: {r['skipped']} | | |")
+            lines.append(f"| {text[:60]} | {r['records']} | | | skipped: {r['skipped']} | | |")
             continue
         head, taught = r["held_out_head"], r["held_out_taught"]
-        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        words = "yes" if r.get("lexical", {}).get("kept") else "no"
+        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {words} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
     return "\n".join(lines)
 
 

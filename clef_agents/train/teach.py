@@ -6,7 +6,9 @@ and per candidate, on the records not held out: a one-hidden-layer network from 
 dropout, label smoothing; seeded) and a multinomial logistic regression (L2 strength chosen by
 held-out NLL). Then the blend ``alpha * net + gamma * linear + beta * head`` is fitted on the
 held-out records by NLL, which both mixes the three and calibrates the result. The candidate with
-the lower held-out NLL is kept.
+the lower held-out NLL is kept. Last, a TF-IDF logistic regression on the state texts
+(``clef_agents.model.lexical``) joins the blend when it lowers the held-out NLL by at least
+``LEXICAL_MIN_GAIN``.
 
 Example:
     >>> from clef_agents.train.teach import teach  # doctest: +SKIP
@@ -26,6 +28,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
+from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexical
 from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, TaughtQuestion, parse_features, taught_key
 
 
@@ -50,6 +53,13 @@ L2_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
 MIN_RECORDS = 20
 HOLDOUT_SHARE = 0.1
 MASKED = -1e4
+BLEND_PRIOR_SD = 1.0
+"""Blend weights get a Gaussian prior N(0, BLEND_PRIOR_SD²): on a small held-out set that some blend
+separates perfectly (spam sets), the unpenalised weights grow without bound and the answers turn
+overconfident; on large held-out sets the prior changes nothing measurable."""
+LEXICAL_L2_GRID = (1e-7, 1e-6, 1e-5)
+LEXICAL_MIN_GAIN = 0.01
+"""The lexical part is kept only when it lowers the held-out NLL by at least this share."""
 FEATURE_CANDIDATES = (FEATURES, LEGACY_FEATURES)
 """Features each question is fitted on by default; the one with the lower held-out NLL is kept
 (the richer one wins on most questions; the last layer's mean pool alone on some small binary ones)."""
@@ -66,8 +76,9 @@ class _Group:
     head: list[dict[str, float]] = field(default_factory=list)  # option name -> raw head logit
     gold: list[str] = field(default_factory=list)
     held_out: list[bool] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
 
-    def add(self, features: dict[str, torch.Tensor], names: list[str], logits: torch.Tensor, gold: int, held_out: bool) -> None:
+    def add(self, features: dict[str, torch.Tensor], names: list[str], logits: torch.Tensor, gold: int, held_out: bool, text: str = "") -> None:
         for name in names:
             if name not in self.names:
                 self.names.append(name)
@@ -76,6 +87,7 @@ class _Group:
         self.head.append(dict(zip(names, logits.tolist())))
         self.gold.append(names[gold])
         self.held_out.append(held_out)
+        self.texts.append(text)
 
     def tensors(self, rows: list[int], spec: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Unit ``spec`` features [N,F], head logits [N,n] (absent options masked), presence mask, gold [N]."""
@@ -113,11 +125,12 @@ def collect(
         logits, pooled = engine.logits_and_features(batch, specs)
         logits = logits.float().cpu()
         features = {spec: pooled[spec].float().cpu() for spec in specs}
-        for j, (spans, (_, questions, gold)) in enumerate(zip(batch.spans, examples)):
+        for j, (spans, (text, questions, gold)) in enumerate(zip(batch.spans, examples)):
             for (a, b), question, target in zip(spans, questions, gold):
                 key = taught_key(question)
                 group = groups.setdefault(key, _Group(question.type, wire.content_text(question.instructions)))
-                group.add({spec: rows[j] for spec, rows in features.items()}, wire.option_names(question), logits[j, a:b], target, held_out[chunk[j]])
+                group.add({spec: rows[j] for spec, rows in features.items()}, wire.option_names(question), logits[j, a:b], target,
+                          held_out[chunk[j]], text)
     return groups
 
 
@@ -179,15 +192,17 @@ def _fit_linear(features: torch.Tensor, present: torch.Tensor, gold: torch.Tenso
 
 
 def _fit_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor) -> list[float]:
-    """Weights of a sum of logit sets minimising held-out NLL (absent options masked)."""
+    """Weights of a sum of logit sets minimising held-out NLL (absent options masked), under the
+    Gaussian prior ``BLEND_PRIOR_SD`` on each weight (MAP)."""
     parts = [z.masked_fill(~present, 0.0) for z in parts]
     weights = torch.tensor([1.0] + [0.0] * (len(parts) - 1), requires_grad=True)
     optimizer = torch.optim.LBFGS([weights], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
+    prior = 1.0 / (2.0 * BLEND_PRIOR_SD**2 * len(gold))
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
         mixed = sum(w * z for w, z in zip(weights, parts))
-        loss = F.cross_entropy(mixed.masked_fill(~present, MASKED), gold)
+        loss = F.cross_entropy(mixed.masked_fill(~present, MASKED), gold) + prior * (weights**2).sum()
         loss.backward()
         return loss
 
@@ -200,15 +215,59 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
     return {"accuracy": float((logits.argmax(1) == gold).float().mean()), "nll": float(F.cross_entropy(logits, gold))}
 
 
-def fit_best(group: _Group, settings: TeachSettings | None = None) -> TaughtQuestion:
-    """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL.
+def fit_best(group: _Group, settings: TeachSettings | None = None, lexical: bool = True) -> TaughtQuestion:
+    """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
+    then add the lexical part (``add_lexical``) when ``lexical`` and it helps.
 
     The report's ``held_out_nll_by_features`` lists every candidate's held-out NLL.
     """
     fits = [fit_group(group, settings, spec=spec) for spec in group.features]
     best = min(fits, key=lambda taught: taught.report["held_out_taught"]["nll"])
     best.report["held_out_nll_by_features"] = {fit.features: fit.report["held_out_taught"]["nll"] for fit in fits}
-    return best
+    return add_lexical(group, best) if lexical else best
+
+
+def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] = LEXICAL_L2_GRID) -> TaughtQuestion:
+    """``taught`` with a TF-IDF logistic regression on the state texts in its blend, if that lowers the
+    held-out NLL by at least ``LEXICAL_MIN_GAIN`` (the blend is refitted with the fourth part);
+    otherwise ``taught`` unchanged. The report's ``lexical`` says what was measured and decided."""
+    fit_rows = [i for i, h in enumerate(group.held_out) if not h]
+    held_rows = [i for i, h in enumerate(group.held_out) if h]
+    x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
+    _, _, p_fit, y_fit = group.tensors(fit_rows, taught.features)
+    fit_texts, held_texts = [group.texts[i] for i in fit_rows], [group.texts[i] for i in held_rows]
+    vocabulary = build_vocabulary(fit_texts)
+    if not vocabulary[0]:
+        taught.report["lexical"] = {"kept": False, "reason": "no word occurs in two or more fit records"}
+        return taught
+    best: tuple[float, LexicalModel, torch.Tensor] | None = None
+    for l2 in l2_grid:
+        model = _stored_lexical(fit_lexical(fit_texts, p_fit, y_fit, l2, vocabulary))
+        lexical = torch.stack([model.logits(text) for text in held_texts])
+        nll = _scores(lexical, p_held, y_held)["nll"]
+        if best is None or nll < best[0]:
+            best = (nll, model, lexical)
+    assert best is not None
+    lexical_nll, model, lexical = best
+    head_part = head_held.masked_fill(~p_held, 0.0)
+    with torch.no_grad():
+        net, linear = taught.parts_logits(x_held)
+    alpha, gamma, beta, delta = _fit_blend([net, linear, head_held, lexical], p_held, y_held)
+    with_lexical = _scores(alpha * net + gamma * linear + beta * head_part + delta * lexical, p_held, y_held)
+    without = taught.report["held_out_taught"]
+    kept = with_lexical["nll"] <= without["nll"] * (1.0 - LEXICAL_MIN_GAIN)
+    taught.report["lexical"] = {"kept": kept, "terms": len(model.vocabulary), "held_out_lexical_alone": _scores(lexical, p_held, y_held),
+                                "held_out_with_lexical": with_lexical, "held_out_without_lexical": without}
+    if not kept:
+        return taught
+    report = {**taught.report, "blend": {"network": round(alpha, 4), "linear": round(gamma, 4), "head": round(beta, 4),
+                                         "lexical": round(delta, 4)}, "held_out_taught": with_lexical}
+    return replace(taught, alpha=alpha, gamma=gamma, beta=beta, delta=delta, lexical=model, report=report)
+
+
+def _stored_lexical(model: LexicalModel) -> LexicalModel:
+    """The lexical model as it reads back from ``taught.safetensors``."""
+    return LexicalModel(model.vocabulary, _as_stored(model.idf), _as_stored(model.weight), _as_stored(model.bias))
 
 
 def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Sequence[float] = L2_GRID, spec: str = FEATURES) -> TaughtQuestion:
@@ -258,6 +317,7 @@ def teach(
     settings: TeachSettings | None = None,
     priors: dict[str, float] | None = None,
     features: Sequence[str] = FEATURE_CANDIDATES,
+    lexical: bool = True,
     seed: int = 0,
     progress: bool = True,
 ) -> dict[str, dict[str, Any]]:
@@ -269,7 +329,8 @@ def teach(
     ``priors`` (label -> expected deployment share) shifts every taught question that has that
     label from its training shares to those shares (see ``prior_offsets``). Each question is fitted
     on every spec in ``features`` (see ``taught.pool_features``) and keeps the one with the lower
-    held-out NLL.
+    held-out NLL; with ``lexical``, a TF-IDF logistic regression on the state texts joins its
+    blend where it lowers the held-out NLL (``add_lexical``).
 
     Example:
         >>> report = teach(model, records)  # doctest: +SKIP
@@ -301,7 +362,7 @@ def teach(
         if reason:
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
-        taught = fit_best(group, settings or TeachSettings(seed=seed))
+        taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical)
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
