@@ -10,6 +10,7 @@ import hashlib
 import json
 import re
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -197,7 +198,10 @@ class DecisionEngine:
         lora_config = LoraConfig(
             r=settings.r, lora_alpha=settings.alpha, lora_dropout=settings.dropout, target_modules=targets, bias="none"
         )
-        return get_peft_model(backbone.model, lora_config)
+        with warnings.catch_warnings():
+            # peft asks transformers a question transformers 5 renamed; the warning is theirs, not the user's
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*deprecated", category=FutureWarning)
+            return get_peft_model(backbone.model, lora_config)
 
     @classmethod
     def load(cls, folder: str | Path, device: torch.device | None = None) -> DecisionEngine:
