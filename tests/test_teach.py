@@ -193,17 +193,22 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
     assert one.config.data_card["taught"]["command"].endswith("--features mean1")
 
 
-def test_a_taught_file_missing_a_part_names_it(taught, tmp_path):
+def load_without_part(model, folder, part: str):
+    """Save a taught model, drop every stored tensor of one part, and load its taught questions."""
     from safetensors.torch import load_file, save_file
 
     from clef_agents.model.taught import TaughtQuestions
 
-    model, _ = taught
-    folder = model.save_pretrained(tmp_path / "partial")
-    tensors = {k: v for k, v in load_file(str(folder / "taught.safetensors")).items() if not k.endswith(".linear_bias")}
+    folder = model.save_pretrained(folder)
+    tensors = {k: v for k, v in load_file(str(folder / "taught.safetensors")).items() if not k.endswith(f".{part}")}
     save_file(tensors, str(folder / "taught.safetensors"))
+    return TaughtQuestions.load(folder)
+
+
+def test_a_taught_file_missing_a_part_names_it(taught, tmp_path):
+    model, _ = taught
     with pytest.raises(ValueError, match="lacks linear_bias"):
-        TaughtQuestions.load(folder)
+        load_without_part(model, tmp_path / "partial", "linear_bias")
 
 
 def test_human_labels_from_a_trace_file_teach_the_gate(encoder_dir, tmp_path):

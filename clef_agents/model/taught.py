@@ -241,10 +241,7 @@ class TaughtQuestions:
         tensors = load_file(str(folder / TAUGHT_FILE))
         questions = {}
         for key, entry in index.items():
-            missing = [part for part in PARTS if f"{key}.{part}" not in tensors]
-            if missing:
-                raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks {', '.join(missing)}")
-            parts = {part: tensors[f"{key}.{part}"].float() for part in PARTS}
+            parts = _read_parts(tensors, key, PARTS, entry, folder)
             if parts["weight"].shape[0] != len(entry["names"]):
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
                                  f"but weights for {parts['weight'].shape[0]} options")
@@ -260,9 +257,14 @@ def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tens
     """The lexical part of a taught entry (None, 0.0 for entries saved without one)."""
     if "lexical" not in entry:
         return None, 0.0
-    missing = [part for part in LEXICAL_PARTS if f"{key}.lexical_{part}" not in tensors]
-    if missing:
-        raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks "
-                         f"{', '.join('lexical_' + part for part in missing)}")
-    parts = {part: tensors[f"{key}.lexical_{part}"].float() for part in LEXICAL_PARTS}
+    stored = _read_parts(tensors, key, [f"lexical_{part}" for part in LEXICAL_PARTS], entry, folder)
+    parts = {part: stored[f"lexical_{part}"] for part in LEXICAL_PARTS}
     return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts), float(entry["lexical"]["delta"])
+
+
+def _read_parts(tensors: dict[str, torch.Tensor], key: str, parts: Sequence[str], entry: dict[str, Any], folder: Path) -> dict[str, torch.Tensor]:
+    """A taught entry's stored tensors as float32, by part name; a clear error naming any missing part."""
+    missing = [part for part in parts if f"{key}.{part}" not in tensors]
+    if missing:
+        raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks {', '.join(missing)}")
+    return {part: tensors[f"{key}.{part}"].float() for part in parts}

@@ -91,6 +91,11 @@ class _Group:
 
     def tensors(self, rows: list[int], spec: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Unit ``spec`` features [N,F], head logits [N,n] (absent options masked), presence mask, gold [N]."""
+        features = F.normalize(torch.stack([self.features[spec][row] for row in rows]).float(), dim=-1)
+        return features, *self.targets(rows)
+
+    def targets(self, rows: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Head logits [N,n] (absent options masked), presence mask and gold [N], without the features."""
         index = {name: i for i, name in enumerate(self.names)}
         head = torch.full((len(rows), len(self.names)), MASKED)
         present = torch.zeros((len(rows), len(self.names)), dtype=torch.bool)
@@ -98,9 +103,8 @@ class _Group:
             for name, value in self.head[row].items():
                 head[r, index[name]] = value
                 present[r, index[name]] = True
-        features = F.normalize(torch.stack([self.features[spec][row] for row in rows]).float(), dim=-1)
         gold = torch.tensor([index[self.gold[row]] for row in rows])
-        return features, head, present, gold
+        return head, present, gold
 
 
 @torch.no_grad()
@@ -234,7 +238,7 @@ def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] 
     fit_rows = [i for i, h in enumerate(group.held_out) if not h]
     held_rows = [i for i, h in enumerate(group.held_out) if h]
     x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
-    _, _, p_fit, y_fit = group.tensors(fit_rows, taught.features)
+    _, p_fit, y_fit = group.targets(fit_rows)
     fit_texts, held_texts = [group.texts[i] for i in fit_rows], [group.texts[i] for i in held_rows]
     vocabulary = build_vocabulary(fit_texts)
     if not vocabulary[0]:
@@ -248,7 +252,7 @@ def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] 
         if best is None or nll < best[0]:
             best = (nll, model, lexical)
     assert best is not None
-    lexical_nll, model, lexical = best
+    _, model, lexical = best
     head_part = head_held.masked_fill(~p_held, 0.0)
     with torch.no_grad():
         net, linear = taught.parts_logits(x_held)
