@@ -180,30 +180,89 @@ def test_import_clef_agents_stays_light():
     assert out.stdout.strip() == ""
 
 
-def test_match_vectors_are_cached_per_question_and_forgotten_when_training(encoder_dir):
+def test_option_outputs_are_cached_per_question_and_forgotten_when_training(encoder_dir):
     import torch
 
     model = make_model(encoder_dir)
     engine = model.engine
-    question = wire.validate_questions(
-        {"team": {"type": "choice", "instructions": "which team", "criteria": {"billing": "money", "security": "card lost"}}}
-    )["team"]
-    request = [("my card was stolen", [question])]
+    engine.head_dtype = torch.float32  # the live (training) path always runs in float32
+    questions = wire.validate_questions(
+        {
+            "team": {"type": "choice", "instructions": "which team", "criteria": {"billing": "money", "security": "card lost", "other": "else"}},
+            "urgent": {"type": "noul", "instructions": "is it urgent"},
+            "mood": {"type": "score", "instructions": "how happy", "criteria": ["sad", "flat", "glad"]},
+        }
+    )
+    # two requests with different option counts, so the cached batch is padded
+    request = [("my card was stolen", [questions["team"], questions["urgent"]]), ("thanks, all good", [questions["mood"]])]
     with torch.no_grad():
         cached_batch = engine.encode(request)
         cached = engine.logits(cached_batch)
     live_batch = engine.encode(request)  # gradients on: computed live, nothing cached
-    assert cached_batch.match_vec is not None and live_batch.match_vec is None
-    assert torch.allclose(cached, engine.logits(live_batch).detach(), atol=1e-5)
+    assert cached_batch.option_cache is not None and live_batch.option_cache is None
+    valid = cached_batch.option_question >= 0
+    assert not valid.all()
+    assert torch.allclose(cached[valid], engine.logits(live_batch).detach()[valid], atol=1e-5)
 
     engine.train_mode(True)
     with torch.no_grad():
         engine.head.match_option[-1].weight.add_(0.5)
+        engine.head.option_proj.weight.add_(0.5)
     engine.train_mode(False)
     with torch.no_grad():
         after = engine.logits(engine.encode(request))
-    assert not torch.allclose(after, cached, atol=1e-4)
-    assert torch.allclose(after, engine.logits(engine.encode(request)).detach(), atol=1e-5)
+    assert not torch.allclose(after[valid], cached[valid], atol=1e-4)
+    assert torch.allclose(after[valid], engine.logits(engine.encode(request)).detach()[valid], atol=1e-5)
+
+
+def test_a_bfloat16_head_answers_as_the_float32_one_within_a_few_thousandths(encoder_dir):
+    import torch
+
+    model = make_model(encoder_dir)
+    many = {f"option_{i}": f"reason number {i} for writing" for i in range(40)}
+    request = {"state": TICKET, "questions": {**questions(), "why": {"type": "choice", "instructions": "why", "criteria": many}}}
+    model.engine.head_dtype = torch.float32
+    exact = model.invoke(request)
+    model.engine.head_dtype = torch.bfloat16
+    fast = model.invoke(request)
+    for qid, answer in exact.answers.items():
+        p32, p16 = wire.answer_probabilities(answer), wire.answer_probabilities(fast.answers[qid])
+        assert max(abs(a - b) for a, b in zip(p32, p16)) < 0.02
+    batch = model.engine.encode([(TICKET, list(wire.validate_questions(request["questions"]).values()))])
+    with torch.no_grad():
+        z16 = model.engine.logits(batch)
+        model.engine.head_dtype = torch.float32
+        z32 = model.engine.logits(batch)
+    assert z16.dtype == torch.float32 and not torch.equal(z16, z32)  # bfloat16 really ran, and handed back float32
+    assert torch.allclose(z16, z32, atol=0.05)
+
+
+def test_the_head_never_runs_in_bfloat16_while_training(encoder_dir):
+    import torch
+
+    engine = make_model(encoder_dir).engine
+    engine.head_dtype = torch.bfloat16
+    question = wire.validate_questions({"u": {"type": "noul", "instructions": "is it urgent"}})["u"]
+    batch = engine.encode([(TICKET, [question])])
+    logits = engine.logits(batch)  # gradients on
+    assert logits.requires_grad and logits.dtype == torch.float32
+    engine.head_dtype = torch.float32
+    assert torch.equal(logits, engine.logits(engine.encode([(TICKET, [question])])))
+
+
+def test_head_precision_names_and_the_environment_override(monkeypatch):
+    import torch
+
+    from clef_agents.model.engine import cpu_has_native_bf16, head_dtype
+
+    cpu = torch.device("cpu")
+    assert head_dtype("float32", cpu) == torch.float32
+    assert head_dtype("bfloat16", cpu) == torch.bfloat16
+    assert head_dtype("auto", cpu) == (torch.bfloat16 if cpu_has_native_bf16() else torch.float32)
+    monkeypatch.setenv("CLEF_AGENTS_HEAD_PRECISION", "float32")
+    assert head_dtype(None, cpu) == torch.float32
+    with pytest.raises(ValueError, match="'half' is not one of auto, float32, bfloat16"):
+        head_dtype("half", cpu)
 
 
 def test_a_checkpoint_without_the_match_path_gets_a_clear_message(model, tmp_path):

@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="checkpoint name or folder (default: mini, else untrained)")
     parser.add_argument("--train-limit", type=int, default=None, help="cap on train records for (e) (default: all)")
     parser.add_argument("--skip", nargs="*", default=[], help="method keys to leave out, e.g. smollm_json")
-    parser.add_argument("--scaling-reps", type=int, default=5)
+    parser.add_argument("--scaling-reps", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="short sweeps (for a smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--no-report", action="store_true")
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                                 build_sweeps(args.quick), reps=args.scaling_reps, heavy=heavy, log=log)
     argv_text = " ".join(argv if argv is not None else sys.argv[1:])
     result["run"] = {
-        "command": ("nice -n 10 .venv/bin/python bench/compare/run.py " + argv_text).strip(),
+        "command": (".venv/bin/python bench/compare/run.py " + argv_text).strip(),
         "model": model_info,
         "records": records_source(),
         "datasets": args.datasets,
@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         "n_shared_per_set": args.n_shared,
         "heavy_methods": sorted(heavy),
         "seed": args.seed,
+        "scaling_reps": args.scaling_reps,
         "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
         "wall_seconds": round(time.time() - started, 1),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

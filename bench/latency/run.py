@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = {name: time_case(model, bare, qs, args.reps, args.warmup) for name, qs in build_cases().items()}
     throughput = time_throughput(model, build_cases()["b_three_mixed"], 32, args.rounds)
     result = {
-        "command": "nice -n 10 .venv/bin/python bench/latency/run.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
+        "command": ".venv/bin/python bench/latency/run.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
         "model": model_desc,
         "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores ({platform.processor() or 'unknown'})",
         "torch_threads": torch.get_num_threads(),

@@ -71,6 +71,15 @@ def model_fingerprint(model_name: str) -> str:
     return digest.hexdigest()
 
 
+def head_precision() -> str:
+    """The head's CPU inference dtype on this machine (it moves probabilities slightly, so it is part of the cache key)."""
+    import torch
+
+    from clef_agents.model.engine import head_dtype
+
+    return str(head_dtype(None, torch.device("cpu")))
+
+
 def cached_predictions(name: str, model_name: str, batch_size: int, limit: int | None = None) -> dict[str, np.ndarray]:
     """Decision probability and correctness of every test record (computed once, then cached)."""
     tag = Path(model_name).name + (f"_limit{limit}" if limit else "")
@@ -78,6 +87,7 @@ def cached_predictions(name: str, model_name: str, batch_size: int, limit: int |
     records = load_test_records(name, limit)
     digest = hashlib.sha256("\n".join(json.dumps(r["labels"], sort_keys=True) for r in records).encode())
     digest.update(model_fingerprint(model_name).encode())
+    digest.update(head_precision().encode())
     fingerprint = digest.hexdigest()[:16]
     if path.exists():
         cached = dict(np.load(path))

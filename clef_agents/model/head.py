@@ -15,6 +15,7 @@ design), so answers are invariant to option order, question order and question i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -40,10 +41,14 @@ class _Attention(nn.Module):
         self.ff = nn.Sequential(nn.Linear(dim, ffn), nn.GELU(), nn.Dropout(dropout), nn.Linear(ffn, dim))
         self.drop = nn.Dropout(dropout)
 
-    def attend(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    def query(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention queries of ``x`` (a function of ``x`` alone, so it can be precomputed)."""
+        return self.q(self.norm_q(x))
+
+    def attend(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
         b, n, d = x.shape
         h = self.heads
-        q = self.q(self.norm_q(x)).view(b, n, h, d // h).transpose(1, 2)
+        q = (self.query(x) if query is None else query).view(b, n, h, d // h).transpose(1, 2)
         k, v = self.kv(memory).chunk(2, dim=-1)
         k = k.view(b, -1, h, d // h).transpose(1, 2)
         v = v.view(b, -1, h, d // h).transpose(1, 2)
@@ -51,9 +56,21 @@ class _Attention(nn.Module):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.unsqueeze(1))
         return self.o(out.transpose(1, 2).reshape(b, n, d))
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor, gate: torch.Tensor | float = 1.0) -> torch.Tensor:
-        x = x + gate * self.drop(self.attend(x, memory, allowed))
-        return x + gate * self.drop(self.ff(self.norm_ff(x)))
+    def forward(
+        self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor, query: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = x + self.drop(self.attend(x, memory, allowed, query))
+        return x + self.drop(self.ff(self.norm_ff(x)))
+
+
+@dataclass
+class OptionCache:
+    """The head's outputs that depend on the options alone (not on the state): inference computes
+    them once per question and reuses them. Shapes [..., O, dim] except ``match`` [..., O, H]."""
+
+    option_input: torch.Tensor  # what the options start as, before they read the state
+    gather_query: torch.Tensor  # their first attention queries
+    match: torch.Tensor | None  # match-path option vectors (None when the head has no match path)
 
 
 class RoutingHead(nn.Module):
@@ -101,26 +118,40 @@ class RoutingHead(nn.Module):
         option_type: torch.Tensor,
         option_level: torch.Tensor,
         option_question: torch.Tensor,
-        match_options: torch.Tensor | None = None,
+        cached: OptionCache | None = None,
     ) -> torch.Tensor:
+        """``cached``: this batch's ``option_cache`` (precomputed per question at inference)."""
         valid = option_question >= 0
         memory = self.state_proj(state)
-        level = torch.stack([option_level, (option_level - 0.5) ** 2], dim=-1)
-        x = (
-            self.option_proj(option_vec)
-            + self.question_proj(question_vec)
-            + self.type_embedding(option_type)
-            + self.level_proj(level) * (option_type == OPTION_TYPES["score"]).unsqueeze(-1)
-        )
-        to_state = state_mask.unsqueeze(1).expand(-1, x.shape[1], -1)
-        x = self.gather(x, memory, to_state)
+        if cached is None:
+            cached = self.option_cache(option_vec, question_vec, option_type, option_level)
+        to_state = state_mask.unsqueeze(1).expand(-1, cached.option_input.shape[1], -1)
+        x = self.gather(cached.option_input, memory, to_state, query=cached.gather_query)
         same_question = (option_question.unsqueeze(2) == option_question.unsqueeze(1)) & valid.unsqueeze(2)
         same_question = same_question | torch.eye(x.shape[1], dtype=torch.bool, device=x.device).unsqueeze(0)
         x = self.siblings(x, x, same_question)
         x = self._cross_question(x, option_question, valid)
         x = self.recheck(x, memory, to_state)
-        logits = self.score(x).squeeze(-1)
-        return self.pooled_logits(pooled_state, option_vec, question_vec, option_type, option_question, logits, match_options)
+        # the attention blocks may run in bfloat16 (inference on CPUs with native bf16); scores stay float32
+        with torch.autocast(x.device.type, enabled=False):
+            logits = self.score(x.float()).squeeze(-1)
+            match = cached.match.float() if cached.match is not None else None
+            return self.pooled_logits(pooled_state.float(), option_vec.float(), question_vec.float(), option_type, option_question,
+                                      logits, match)
+
+    def option_cache(
+        self, option_vec: torch.Tensor, question_vec: torch.Tensor, option_type: torch.Tensor, option_level: torch.Tensor
+    ) -> OptionCache:
+        """The options' state-independent part of the head (see ``OptionCache``)."""
+        level = torch.stack([option_level, (option_level - 0.5) ** 2], dim=-1)
+        option_input = (
+            self.option_proj(option_vec)
+            + self.question_proj(question_vec)
+            + self.type_embedding(option_type)
+            + self.level_proj(level) * (option_type == OPTION_TYPES["score"]).unsqueeze(-1)
+        )
+        match = self.match_option_vectors(option_vec, question_vec) if self.settings.match else None
+        return OptionCache(option_input, self.gather.query(option_input), match)
 
     def pooled_logits(
         self,
