@@ -13,7 +13,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -313,8 +313,6 @@ class DecisionEngine:
 
     def _adapters_disabled(self):
         if self.config.lora is None:
-            from contextlib import nullcontext  # noqa: PLC0415
-
             return nullcontext()
         return self.network.disable_adapter()
 
@@ -395,7 +393,7 @@ class DecisionEngine:
         option_type = torch.zeros(n_rows, n_options, dtype=torch.long)
         option_level = torch.zeros(n_rows, n_options)
         option_question = torch.full((n_rows, n_options), -1, dtype=torch.long)
-        cache = self._empty_option_cache(n_rows, n_options) if self._cache_head_outputs else None
+        cache = self._empty_option_cache(n_rows, n_options) if self._head_frozen else None
         spans: list[list[tuple[int, int]]] = []
         for i, row in enumerate(schemas):
             cursor, row_spans = 0, []
@@ -415,8 +413,9 @@ class DecisionEngine:
         return EncodedBatch(empty, empty, option_vec, question_vec, option_type, option_level, option_question, spans, option_cache=cache)
 
     @property
-    def _cache_head_outputs(self) -> bool:
-        """The head's option-only outputs are cached per question only while the head is frozen."""
+    def _head_frozen(self) -> bool:
+        """Inference: the head is in eval mode with gradients off. Only then are its option-only
+        outputs cached per question, and only then may it run in bfloat16 (``head_dtype``)."""
         return not self.head.training and not torch.is_grad_enabled()
 
     def _empty_option_cache(self, n_rows: int, n_options: int) -> OptionCache:
@@ -434,11 +433,7 @@ class DecisionEngine:
                 torch.tensor(schema.option_type, device=dev),
                 torch.tensor(schema.option_level, device=dev),
             )
-            schema.head_cache = OptionCache(
-                cache.option_input.float().cpu(),
-                cache.gather_query.float().cpu(),
-                cache.match.float().cpu() if cache.match is not None else None,
-            )
+            schema.head_cache = _option_cache_to(cache, torch.device("cpu"))
         return schema.head_cache
 
     def _forget_head_caches(self) -> None:
@@ -488,11 +483,8 @@ class DecisionEngine:
 
     def _head_autocast(self):
         """bfloat16 for the head's attention blocks at CPU inference when ``head_dtype`` says so."""
-        inference = not self.head.training and not torch.is_grad_enabled()
-        if self.device.type == "cpu" and inference and self.head_dtype == torch.bfloat16:
+        if self.device.type == "cpu" and self._head_frozen and self.head_dtype == torch.bfloat16:
             return torch.autocast("cpu", dtype=torch.bfloat16)
-        from contextlib import nullcontext  # noqa: PLC0415
-
         return nullcontext()
 
     def _hidden(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -607,10 +599,11 @@ def _fill_option_cache(cache: OptionCache, row: int, start: int, part: OptionCac
 
 
 def _option_cache_to(cache: OptionCache | None, device: torch.device) -> OptionCache | None:
+    """The cache as float32 tensors on ``device`` (None stays None)."""
     if cache is None:
         return None
-    match = cache.match.to(device) if cache.match is not None else None
-    return OptionCache(cache.option_input.to(device), cache.gather_query.to(device), match)
+    move = lambda t: t.to(device=device, dtype=torch.float32)  # noqa: E731
+    return OptionCache(move(cache.option_input), move(cache.gather_query), move(cache.match) if cache.match is not None else None)
 
 
 def _truncate(ids: list[int], budget: int, policy: str, tail_fraction: float) -> list[int]:
@@ -628,8 +621,6 @@ def _truncate(ids: list[int], budget: int, policy: str, tail_fraction: float) ->
 def _autocast(device: torch.device):
     if device.type == "cuda":
         return torch.autocast("cuda", dtype=torch.bfloat16)
-    from contextlib import nullcontext  # noqa: PLC0415
-
     return nullcontext()
 
 
