@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from test_teach import load_without_part
+from test_teach import load_without_part, teach_twice_by_cli
 from test_training import tiny_records
 from tiny_models import make_model
 
@@ -139,21 +139,11 @@ def test_a_file_missing_a_lexical_part_names_it(keyword_taught, tmp_path):
 
 
 def test_teaching_without_the_word_model(encoder_dir, tmp_path, capsys):
-    from clef_agents.cli import main
-    from clef_agents.model import ClefDecisionModel
-
-    source = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
-    records = tmp_path / "records.jsonl"
-    records.write_text("".join(json.dumps(r) + "\n" for r in keyword_records(120, 5)))
-    args = ["teach", "--model", str(source), "--records", str(records), "--threads", "1", "--no-progress"]
-    assert main([*args, "--out", str(tmp_path / "with")]) == 0
-    assert "| which department | 120 | mean" in capsys.readouterr().out
-    assert main([*args, "--out", str(tmp_path / "without"), "--no-lexical"]) == 0
-    assert "| no |" in capsys.readouterr().out
-    without = ClefDecisionModel.from_pretrained(tmp_path / "without")
+    printed, without, report = teach_twice_by_cli(encoder_dir, tmp_path, keyword_records(120, 5), ["--no-lexical"], capsys)
+    assert "| which department | 120 | mean" in printed
     assert all(entry.lexical is None for entry in without.engine.taught.questions.values())
     assert without.config.data_card["taught"]["command"].endswith("--no-lexical")
-    assert "lexical" not in json.loads((tmp_path / "without" / "teach_report.json").read_text())["which department"]
+    assert "lexical" not in report["which department"]
 
 
 def test_a_lexical_question_needs_the_state_text(keyword_taught):

@@ -205,6 +205,26 @@ def load_without_part(model, folder, part: str):
     return TaughtQuestions.load(folder)
 
 
+def teach_twice_by_cli(encoder_dir, tmp_path, records: list[dict], flags: list[str], capsys) -> tuple[str, object, dict]:
+    """Teach one fresh checkpoint through the CLI with the defaults, then with ``flags``.
+
+    Returns the defaults run's printed table, the model taught with ``flags`` and its report.
+    """
+    from clef_agents.cli import main
+    from clef_agents.model import ClefDecisionModel
+
+    source = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    args = ["teach", "--model", str(source), "--records", str(path), "--threads", "1", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "defaults")]) == 0
+    printed = capsys.readouterr().out
+    assert main([*args, "--out", str(tmp_path / "flagged"), *flags]) == 0
+    capsys.readouterr()
+    report = json.loads((tmp_path / "flagged" / "teach_report.json").read_text())
+    return printed, ClefDecisionModel.from_pretrained(tmp_path / "flagged"), report
+
+
 def test_a_taught_file_missing_a_part_names_it(taught, tmp_path):
     model, _ = taught
     with pytest.raises(ValueError, match="lacks linear_bias"):

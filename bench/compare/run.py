@@ -5,7 +5,7 @@ as such), (a) SmolLM2-135M-Instruct writing JSON, (b) one MiniLM pass per option
 sparrow-decider, (d) MiniLM embedding routing, (e) MiniLM embeddings + logistic regression.
 Sets: seeded samples of the test splits of banking77, clinc150, sms_spam, sst5, bfcl_relevance.
 
-Run:   make bench-setup && nice -n 10 .venv/bin/python bench/compare/run.py
+Run:   make bench-setup && .venv/bin/python bench/compare/run.py
 Writes bench/compare/results/{results.json,scaling.png,accuracy.png} and docs/performance.md.
 """
 

@@ -4,7 +4,8 @@
 as an extra blend part (k, temperature and its weight picked on held-out NLL); (2) a refit: after
 the blend is fitted, retrain the network, linear and word models on fit + held-out records with the
 same hyper-parameters and blend weights; and both. Choices use held-out records only; the test
-split is scored for the report. Not part of `teach` (yet).
+split is scored for the report. Measured before both levers entered `teach` (as ``add_neighbours``
+and ``refit_on_all``); "taught now" is teaching with both turned off, so a rerun reproduces the table.
 
 Run:   HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/teach_levers.py banking77 hwu64 sms_spam
 Writes bench/quality/results/teach_levers.json.
@@ -38,7 +39,7 @@ for name in names:
             continue
         tg = tgroups[key]
         tg.names[:] = list(g.names)  # same option order
-        taught = T.fit_best(g, T.TeachSettings(seed=0))
+        taught = T.fit_best(g, T.TeachSettings(seed=0), neighbours=False, refit=False)
         spec = taught.features
         fit_rows = [i for i, h in enumerate(g.held_out) if not h]
         held_rows = [i for i, h in enumerate(g.held_out) if h]

@@ -13,7 +13,7 @@ A synthetic section (a scorer whose true error is known in closed form) checks t
 against the truth itself.
 
 Command (writes bench/thresholds/results/validation.{json,md} and PNGs):
-    nice -n 10 .venv/bin/python bench/thresholds/validate.py --model mini --splits 200
+    .venv/bin/python bench/thresholds/validate.py --model mini --splits 200
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     report: dict[str, Any] = {
-        "command": "nice -n 10 .venv/bin/python bench/thresholds/validate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": ".venv/bin/python bench/thresholds/validate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "method": "Learn-then-Test, fixed-sequence, exact binomial p-value (clef_agents.thresholds.fit_error_threshold)",
         "confidence": args.confidence,
         "splits": args.splits,

@@ -9,7 +9,8 @@ costs a few small matmuls) to its options, and blends them with the head's logit
     net_j   = w2_j · gelu(W1 · x + b1) + b2_j
     lin_j   = v_j · x + c_j
     lex_j   = TF-IDF logistic regression on the state text's words (``lexical``; optional)
-    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j
+    knn_j   = log of the similarity-weighted label vote of the nearest taught records (``neighbours``; optional)
+    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j + epsilon * knn_j
 
 The blend weights are fitted on held-out records, so the blend is calibrated as well.
 A taught question is recognised by its type and instructions (case and spacing ignored, the
@@ -38,6 +39,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.lexical import LexicalModel
+from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, quantise_bank
 
 TAUGHT_FILE = "taught.safetensors"
 FEATURES = "mean4+max"
@@ -48,6 +50,7 @@ LEGACY_FEATURES = "mean1"
 TAUGHT_INDEX = "taught.json"
 PARTS = ("hidden_weight", "hidden_bias", "weight", "bias", "linear_weight", "linear_bias")
 LEXICAL_PARTS = ("idf", "weight", "bias")
+NEIGHBOUR_PARTS = ("mean", "projection")
 BLEND = ("alpha", "beta", "gamma")
 STORED_DTYPE = torch.float16
 """Taught weights are stored in half precision (teaching fits the blend on the rounded weights)."""
@@ -148,6 +151,10 @@ class TaughtQuestion:
     """TF-IDF logistic regression on the state text, when teaching found it lowers held-out NLL."""
     delta: float = 0.0
     """Blend weight of the lexical logits."""
+    neighbours: NeighbourModel | None = None
+    """The taught records' projected features and labels, when teaching found their vote lowers held-out NLL."""
+    epsilon: float = 0.0
+    """Blend weight of the neighbour vote's log."""
 
     def __post_init__(self) -> None:
         parse_features(self.features)
@@ -168,6 +175,8 @@ class TaughtQuestion:
             return None
         net, lin = self.parts_logits(features)
         blended = self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits + self._offsets[rows]
+        if self.neighbours is not None:
+            blended = blended + self.epsilon * self.neighbours.logits(features, len(self.names))[..., rows]
         if self.lexical is None:
             return blended
         if text is None:
@@ -224,6 +233,13 @@ class TaughtQuestions:
                 for part in LEXICAL_PARTS:
                     tensors[f"{key}.lexical_{part}"] = getattr(taught.lexical, part).to(STORED_DTYPE).contiguous()
                 index[key]["lexical"] = {"delta": taught.delta, "vocabulary": taught.lexical.vocabulary}
+            if taught.neighbours is not None:
+                for part in NEIGHBOUR_PARTS:
+                    tensors[f"{key}.neighbour_{part}"] = getattr(taught.neighbours, part).to(STORED_DTYPE).contiguous()
+                tensors[f"{key}.neighbour_bank"] = quantise_bank(taught.neighbours.bank).contiguous()
+                tensors[f"{key}.neighbour_labels"] = taught.neighbours.labels.to(torch.int32).contiguous()
+                index[key]["neighbours"] = {"epsilon": taught.epsilon, "k": taught.neighbours.k,
+                                            "temperature": taught.neighbours.temperature}
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -246,10 +262,12 @@ class TaughtQuestions:
                 raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
                                  f"but weights for {parts['weight'].shape[0]} options")
             lexical, delta = _load_lexical(key, entry, tensors, folder)
+            neighbours, epsilon = _load_neighbours(key, entry, tensors, folder)
             questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], **parts,
                                             **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}),
                                             prior_offsets=dict(entry.get("prior_offsets", {})),
-                                            features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta)
+                                            features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta,
+                                            neighbours=neighbours, epsilon=epsilon)
         return cls(questions)
 
 
@@ -260,6 +278,18 @@ def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tens
     stored = _read_parts(tensors, key, [f"lexical_{part}" for part in LEXICAL_PARTS], entry, folder)
     parts = {part: stored[f"lexical_{part}"] for part in LEXICAL_PARTS}
     return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts), float(entry["lexical"]["delta"])
+
+
+def _load_neighbours(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[NeighbourModel | None, float]:
+    """The neighbour part of a taught entry (None, 0.0 for entries saved without one)."""
+    if "neighbours" not in entry:
+        return None, 0.0
+    stored = _read_parts(tensors, key, [f"neighbour_{part}" for part in (*NEIGHBOUR_PARTS, "bank", "labels")], entry, folder)
+    settings = entry["neighbours"]
+    model = NeighbourModel(stored["neighbour_mean"], stored["neighbour_projection"], bank=dequantise_bank(stored["neighbour_bank"]),
+                           labels=stored["neighbour_labels"].long(),
+                           k=int(settings["k"]), temperature=float(settings["temperature"]))
+    return model, float(settings["epsilon"])
 
 
 def _read_parts(tensors: dict[str, torch.Tensor], key: str, parts: Sequence[str], entry: dict[str, Any], folder: Path) -> dict[str, torch.Tensor]:

@@ -70,6 +70,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--no-lexical", action="store_true",
                        help="do not add the TF-IDF word model to any question's blend (by default it joins where it "
                             "lowers the held-out NLL by 1%% or more)")
+    teach.add_argument("--no-neighbours", action="store_true",
+                       help="do not add the nearest-taught-records vote to any question's blend (by default it joins "
+                            "where it lowers the held-out NLL by 1%% or more)")
+    teach.add_argument("--no-refit", action="store_true",
+                       help="keep the parts fitted without the held-out records (by default, once every choice is "
+                            "made on them, the parts are fitted again on all records)")
     teach.add_argument("--seed", type=int, default=0)
     teach.add_argument("--threads", type=int, default=None)
     teach.add_argument("--no-progress", action="store_true")
@@ -228,7 +234,8 @@ def _run_teach(args: argparse.Namespace) -> int:
     model = ClefDecisionModel.from_pretrained(args.model)
     began = time.time()
     reports = teach(model, records, held_out, min_records=args.min_records, priors=priors, seed=args.seed,
-                    features=args.features or FEATURE_CANDIDATES, lexical=not args.no_lexical, progress=not args.no_progress)
+                    features=args.features or FEATURE_CANDIDATES, lexical=not args.no_lexical,
+                    neighbours=not args.no_neighbours, refit=not args.no_refit, progress=not args.no_progress)
     seconds = round(time.time() - began, 1)
     model.engine.config.data_card["taught"] = {
         "questions": reports,
@@ -240,7 +247,9 @@ def _run_teach(args: argparse.Namespace) -> int:
         + (" --records " + " ".join(args.records) if args.records else "")
         + (" --prior " + " ".join(args.prior) if args.prior else "")
         + (" --features " + " ".join(args.features) if args.features else "")
-        + (" --no-lexical" if args.no_lexical else ""),
+        + (" --no-lexical" if args.no_lexical else "")
+        + (" --no-neighbours" if args.no_neighbours else "")
+        + (" --no-refit" if args.no_refit else ""),
     }
     folder = model.save_pretrained(args.out)
     (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
@@ -263,15 +272,16 @@ def _parse_priors(items: list[str]) -> dict[str, float]:
 
 
 def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
-    lines = ["| question | records | features | words | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
-             "|---|---:|---|---|---:|---:|---|"]
+    lines = ["| question | records | features | words | neighbours | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
+             "|---|---:|---|---|---|---:|---:|---|"]
     for text, r in reports.items():
         if "skipped" in r:
-            lines.append(f"| {text[:60]} | {r['records']} | | | skipped: {r['skipped']} | | |")
+            lines.append(f"| {text[:60]} | {r['records']} | | | | skipped: {r['skipped']} | | |")
             continue
         head, taught = r["held_out_head"], r["held_out_taught"]
         words = "yes" if r.get("lexical", {}).get("kept") else "no"
-        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {words} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        neighbours = f"k={r['neighbours']['k']}" if r.get("neighbours", {}).get("kept") else "no"
+        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {words} | {neighbours} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
     return "\n".join(lines)
 
 
