@@ -284,7 +284,7 @@ def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_
     x_fit, _, _, y_fit = group.tensors(fit_rows, taught.features)
     x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
     so_far = _blend_logits(taught, x_held, head_held, p_held, [group.texts[i] for i in held_rows])
-    mean, projection = fit_projection(x_fit, dims)
+    mean, projection = (_as_stored(part) for part in fit_projection(x_fit, dims))
     n = len(group.names)
     best: tuple[dict[str, float], NeighbourModel, list[float]] | None = None
     for k in NEIGHBOUR_K_GRID:
