@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 
 FLOOR = 0.02
+"""Share of the vote spread evenly over all options, so that an option no neighbour holds keeps a finite logit."""
 BANK_LEVELS = 127
 """Stored bank rows are unit vectors rounded to multiples of 1/BANK_LEVELS (int8 on disk: 1 byte per dimension)."""
-"""Share of the vote spread evenly over all options, so that an option no neighbour holds keeps a finite logit."""
 
 
 @dataclass
@@ -59,7 +59,8 @@ class NeighbourModel:
         query = self.project(features.reshape(-1, features.shape[-1]))
         similarity = query @ self.bank.float().T
         top, index = similarity.topk(min(self.k, self.bank.shape[0]), dim=-1)
-        votes = torch.zeros(query.shape[0], n, device=query.device).scatter_add_(1, self.labels[index], torch.softmax(top / self.temperature, dim=-1))
+        weights = torch.softmax(top / self.temperature, dim=-1)
+        votes = torch.zeros(query.shape[0], n, device=query.device).scatter_add_(1, self.labels[index], weights)
         return torch.log(votes * (1.0 - FLOOR) + FLOOR / n).reshape(*features.shape[:-1], n)
 
 
