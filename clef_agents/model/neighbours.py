@@ -52,7 +52,7 @@ class NeighbourModel:
 
     def project(self, features: torch.Tensor) -> torch.Tensor:
         """State features [..., F] → unit vectors [..., d] in the bank's space."""
-        return F.normalize((F.normalize(features.float(), dim=-1) - self.mean) @ self.projection, dim=-1)
+        return project(features, self.mean, self.projection)
 
     def logits(self, features: torch.Tensor, n: int) -> torch.Tensor:
         """Log of the similarity-weighted label vote over ``n`` options for features [B, F] → [B, n]."""
@@ -62,6 +62,16 @@ class NeighbourModel:
         weights = torch.softmax(top / self.temperature, dim=-1)
         votes = torch.zeros(query.shape[0], n, device=query.device).scatter_add_(1, self.labels[index], weights)
         return torch.log(votes * (1.0 - FLOOR) + FLOOR / n).reshape(*features.shape[:-1], n)
+
+
+def project(features: torch.Tensor, mean: torch.Tensor, projection: torch.Tensor) -> torch.Tensor:
+    """State features [..., F] → unit vectors [..., d]: ``unit((unit(features) - mean) @ projection)``.
+
+    Example:
+        >>> project(torch.tensor([3.0, 4.0]), torch.zeros(2), torch.eye(2)).tolist()
+        [0.6000000238418579, 0.800000011920929]
+    """
+    return F.normalize((F.normalize(features.float(), dim=-1) - mean) @ projection, dim=-1)
 
 
 def quantise_bank(bank: torch.Tensor) -> torch.Tensor:

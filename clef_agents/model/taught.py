@@ -173,15 +173,23 @@ class TaughtQuestion:
             rows = [self._index[name] for name in names]
         except KeyError:
             return None
-        net, lin = self.parts_logits(features)
-        blended = self.alpha * net[..., rows] + self.gamma * lin[..., rows] + self.beta * head_logits + self._offsets[rows]
-        if self.neighbours is not None:
-            blended = blended + self.epsilon * self.neighbours.logits(features, len(self.names))[..., rows]
-        if self.lexical is None:
-            return blended
-        if text is None:
+        if self.lexical is not None and text is None:
             raise ValueError(f"taught question {self.instructions!r} reads the state text (lexical part) but none was given")
-        return blended + self.delta * self.lexical.logits(text)[rows]
+        head = head_logits.new_zeros((*head_logits.shape[:-1], len(self.names)))
+        head[..., rows] = head_logits
+        lexical = self.lexical.logits(text) if self.lexical is not None else None
+        return self.blend(features, head, lexical)[..., rows] + self._offsets[rows]
+
+    def blend(self, features: torch.Tensor, head: torch.Tensor, lexical: torch.Tensor | None = None) -> torch.Tensor:
+        """The blend over all taught names [..., n], without prior offsets: features [..., F], the head's
+        logits [..., n] (0 for absent options) and, for a question with a lexical part, its logits [..., n]."""
+        net, lin = self.parts_logits(features)
+        mixed = self.alpha * net + self.gamma * lin + self.beta * head
+        if self.neighbours is not None:
+            mixed = mixed + self.epsilon * self.neighbours.logits(features, len(self.names))
+        if self.lexical is not None:
+            mixed = mixed + self.delta * lexical
+        return mixed
 
     def parts_logits(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The network's and the linear map's logits over all taught names for features [..., F]."""

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexical
-from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, quantise_bank
+from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, project, quantise_bank
 from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, TaughtQuestion, parse_features, taught_key
 
 
@@ -255,22 +255,16 @@ def _rows(group: _Group) -> tuple[list[int], list[int]]:
 
 def _blend_logits(taught: TaughtQuestion, features: torch.Tensor, head: torch.Tensor, present: torch.Tensor,
                   texts: Sequence[str]) -> torch.Tensor:
-    """The taught blend's logits [N, n] over all taught names for many records (no prior offsets)."""
+    """``TaughtQuestion.blend`` for many records [N, n] (absent options' head logits count as 0)."""
     with torch.no_grad():
-        net, linear = taught.parts_logits(features)
-        mixed = taught.alpha * net + taught.gamma * linear + taught.beta * head.masked_fill(~present, 0.0)
-        if taught.lexical is not None:
-            mixed = mixed + taught.delta * torch.stack([taught.lexical.logits(text) for text in texts])
-        if taught.neighbours is not None:
-            mixed = mixed + taught.epsilon * taught.neighbours.logits(features, len(taught.names))
-    return mixed
+        lexical = torch.stack([taught.lexical.logits(text) for text in texts]) if taught.lexical is not None else None
+        return taught.blend(features, head.masked_fill(~present, 0.0), lexical)
 
 
 def _neighbour_bank(mean: torch.Tensor, projection: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, k: int,
                     temperature: float) -> NeighbourModel:
     """A neighbour model over these records, its bank rounded as it is stored."""
-    draft = NeighbourModel(mean, projection, torch.zeros(0, projection.shape[1]), torch.zeros(0), k=k, temperature=temperature)
-    bank = dequantise_bank(quantise_bank(draft.project(features)))
+    bank = dequantise_bank(quantise_bank(project(features, mean, projection)))
     return NeighbourModel(mean, projection, bank, labels, k=k, temperature=temperature)
 
 
@@ -286,10 +280,11 @@ def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_
     so_far = _blend_logits(taught, x_held, head_held, p_held, [group.texts[i] for i in held_rows])
     mean, projection = (_as_stored(part) for part in fit_projection(x_fit, dims))
     n = len(group.names)
+    bank = _neighbour_bank(mean, projection, x_fit, y_fit, NEIGHBOUR_K_GRID[0], NEIGHBOUR_TEMPERATURE_GRID[0])
     best: tuple[dict[str, float], NeighbourModel, list[float]] | None = None
     for k in NEIGHBOUR_K_GRID:
         for temperature in NEIGHBOUR_TEMPERATURE_GRID:
-            model = _neighbour_bank(mean, projection, x_fit, y_fit, k, temperature)
+            model = replace(bank, k=k, temperature=temperature)
             vote = model.logits(x_held, n)
             weights = _fit_blend([so_far, vote], p_held, y_held)
             scores = _scores(weights[0] * so_far + weights[1] * vote, p_held, y_held)
