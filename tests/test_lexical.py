@@ -3,13 +3,12 @@ how teaching adds it to a question's blend only where it helps."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
 
 import pytest
 
-from test_teach import load_without_part, teach_twice_by_cli
+from test_teach import assert_answers_survive_reload, load_without_part, teach_twice_by_cli
 from test_training import tiny_records
 from tiny_models import make_model
 
@@ -117,19 +116,9 @@ def test_the_word_model_is_kept_or_dropped_by_the_stated_rule(encoder_dir):
 
 
 def test_lexical_answers_survive_save_and_load(keyword_taught, tmp_path):
-    from clef_agents.model import ClefDecisionModel
-
     model, _ = keyword_taught
-    folder = model.save_pretrained(tmp_path / "lexical")
-    index = json.loads((folder / "taught.json").read_text())
-    (entry,) = index.values()
+    entry = assert_answers_survive_reload(model, tmp_path / "lexical", keyword_records(20, 4), "dept")
     assert "refund" in entry["lexical"]["vocabulary"] and entry["lexical"]["delta"] != 0.0
-    reloaded = ClefDecisionModel.from_pretrained(folder)
-    requests = [{"state": r["state"], "questions": r["questions"]} for r in keyword_records(20, 4)]
-    for record, a, b in zip(keyword_records(20, 4), model.batch(requests), reloaded.batch(requests)):
-        assert b.extensions["x_taught"] == ["dept"]
-        assert a.answers["dept"].probabilities == pytest.approx(b.answers["dept"].probabilities, abs=1e-6)
-        assert b.answers["dept"].choice == record["labels"]["dept"]
 
 
 def test_a_file_missing_a_lexical_part_names_it(keyword_taught, tmp_path):

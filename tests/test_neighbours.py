@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from test_teach import load_without_part, teach_twice_by_cli
+from test_teach import assert_answers_survive_reload, load_without_part, teach_twice_by_cli
 from test_training import tiny_records
 from tiny_models import WORDS, make_model
 
@@ -101,19 +101,9 @@ def test_the_vote_is_kept_or_dropped_by_the_stated_rule(encoder_dir):
 
 
 def test_vote_answers_survive_save_and_load(prototype_taught, tmp_path):
-    from clef_agents.model import ClefDecisionModel
-
     model, _ = prototype_taught
-    folder = model.save_pretrained(tmp_path / "neighbours")
-    (entry,) = json.loads((folder / "taught.json").read_text()).values()
+    entry = assert_answers_survive_reload(model, tmp_path / "neighbours", prototype_records(20, 3), "way")
     assert set(entry["neighbours"]) == {"epsilon", "k", "temperature"}
-    reloaded = ClefDecisionModel.from_pretrained(folder)
-    records = prototype_records(20, 3)
-    requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
-    for record, a, b in zip(records, model.batch(requests), reloaded.batch(requests)):
-        assert b.extensions["x_taught"] == ["way"]
-        assert a.answers["way"].probabilities == pytest.approx(b.answers["way"].probabilities, abs=1e-6)
-        assert b.answers["way"].choice == record["labels"]["way"]
 
 
 def test_a_file_missing_the_bank_names_it(prototype_taught, tmp_path):

@@ -205,6 +205,22 @@ def load_without_part(model, folder, part: str):
     return TaughtQuestions.load(folder)
 
 
+def assert_answers_survive_reload(model, folder, records: list[dict], qid: str) -> dict:
+    """Save a taught model, reload it, and check it answers ``records``' question ``qid`` as before
+    (same probabilities, the gold choice, answered by taught weights); returns the saved index entry."""
+    from clef_agents.model import ClefDecisionModel
+
+    folder = model.save_pretrained(folder)
+    (entry,) = json.loads((folder / "taught.json").read_text()).values()
+    reloaded = ClefDecisionModel.from_pretrained(folder)
+    requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
+    for record, a, b in zip(records, model.batch(requests), reloaded.batch(requests)):
+        assert b.extensions["x_taught"] == [qid]
+        assert a.answers[qid].probabilities == pytest.approx(b.answers[qid].probabilities, abs=1e-6)
+        assert b.answers[qid].choice == record["labels"][qid]
+    return entry
+
+
 def teach_twice_by_cli(encoder_dir, tmp_path, records: list[dict], flags: list[str], capsys) -> tuple[str, object, dict]:
     """Teach one fresh checkpoint through the CLI with the defaults, then with ``flags``.
 
