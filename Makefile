@@ -38,4 +38,4 @@ train-mini: setup
 	$(VENV)/bin/clef-agents train --out runs/mini2_head --name mini --stage head --init runs/mini2_match/final \
 		--steps 2500 --batch-size 32 --lr-head 7e-4 --threads $(THREADS) --state-cache runs/state_cache.pt
 	$(VENV)/bin/clef-agents teach --model runs/mini2_head/final --out runs/mini_taught --threads $(THREADS) \
-		--datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive
+		--datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive --catch-all oos

@@ -1,5 +1,6 @@
-"""The neighbour part of taught questions: the vote of the nearest taught records, how teaching adds
-it where it helps, its storage, and the refit of every part on all records."""
+"""The neighbour parts of taught questions: the vote of the nearest taught records and the novelty
+part on a catch-all option, how teaching adds them where they help, their storage, and the refit of
+every part on all records."""
 
 from __future__ import annotations
 
@@ -87,17 +88,22 @@ def test_teaching_adds_the_vote_where_it_lowers_held_out_nll(prototype_taught):
     assert report["blend"]["neighbours"] == pytest.approx(entry.epsilon, abs=1e-4)
 
 
-def test_the_vote_is_kept_or_dropped_by_the_stated_rule(encoder_dir):
-    from clef_agents.train.teach import NEIGHBOUR_MIN_GAIN, teach
+def test_the_vote_and_the_novelty_part_are_kept_or_dropped_by_the_stated_rules(encoder_dir):
+    from clef_agents.train.teach import NEIGHBOUR_MIN_GAIN, NOVELTY_MIN_GAIN, teach
 
     model = make_model(encoder_dir)
-    reports = teach(model, tiny_records(90, 40), tiny_records(40, 41), progress=False)
+    reports = teach(model, tiny_records(90, 40), tiny_records(40, 41), catch_all=["sales"], progress=False)
+    assert "novelty" in reports["which team"] and "novelty" not in reports["is this urgent"]  # only where "sales" is an option
     for text, report in reports.items():
-        neighbours = report["neighbours"]
+        neighbours, novelty = report["neighbours"], report.get("novelty", {"kept": False})
         gain_met = neighbours["held_out_with_neighbours"]["nll"] <= neighbours["held_out_without_neighbours"]["nll"] * (1 - NEIGHBOUR_MIN_GAIN)
         entry = next(e for e in model.engine.taught.questions.values() if e.instructions == text)
-        assert (entry.neighbours is not None) is neighbours["kept"]
+        assert (entry.epsilon > 0) is neighbours["kept"]
         assert not neighbours["kept"] or gain_met
+        assert (entry.novelty is not None) is novelty["kept"]
+        if novelty["kept"]:
+            assert novelty["weight"] < 0
+            assert novelty["held_out_with_novelty"]["nll"] <= novelty["held_out_without_novelty"]["nll"] * (1 - NOVELTY_MIN_GAIN)
 
 
 def test_vote_answers_survive_save_and_load(prototype_taught, tmp_path):
@@ -138,12 +144,96 @@ def test_refit_fits_every_part_again_on_all_records(encoder_dir):
     assert nll[True] < nll[False]
 
 
-def test_cli_teaches_without_the_vote_or_the_refit(encoder_dir, tmp_path, capsys):
-    flags = ["--no-neighbours", "--no-refit"]
+def test_cli_teaches_without_the_vote_or_the_refit_and_with_a_catch_all(encoder_dir, tmp_path, capsys):
+    flags = ["--no-neighbours", "--catch-all", "up", "--no-refit"]
     printed, without, report = teach_twice_by_cli(encoder_dir, tmp_path, prototype_records(160, 5), flags, capsys)
     assert "| which way | 160 | mean" in printed
-    defaults = json.loads((tmp_path / "defaults" / "teach_report.json").read_text())["which way"]["neighbours"]
-    assert f"| {'k=' + str(defaults['k']) if defaults['kept'] else 'no'} | " in printed
-    assert all(entry.neighbours is None for entry in without.engine.taught.questions.values())
-    assert without.config.data_card["taught"]["command"].endswith("--no-neighbours --no-refit")
-    assert "neighbours" not in report["which way"] and "refit" not in report["which way"]
+    defaults = json.loads((tmp_path / "defaults" / "teach_report.json").read_text())["which way"]
+    neighbours = f"k={defaults['neighbours']['k']}" if defaults["neighbours"]["kept"] else "no"
+    assert f"| {neighbours} | no | " in printed and "novelty" not in defaults  # no catch-all named: no novelty part
+    (entry,) = without.engine.taught.questions.values()
+    assert entry.epsilon == 0.0 and (entry.neighbours is None) is (entry.novelty is None)  # a bank only for the novelty part
+    assert report["which way"]["novelty"]["kept"] is (entry.novelty is not None)
+    assert without.config.data_card["taught"]["command"].endswith("--no-neighbours --catch-all up --no-refit")
+    assert not {"neighbours", "refit"} & set(report["which way"])
+
+def catch_all_records(n: int, seed: int) -> list[dict]:
+    """Two intents told by fixed phrases (with a word swapped now and then) and a catch-all "none"
+    whose states are fresh random words, unlike every taught phrase: what the novelty part is for."""
+    phrases = random.Random(7)
+    table = {label: [" ".join(phrases.choice(WORDS[:40]) for _ in range(6)) for _ in range(4)] for label in ("refund", "delivery")}
+    rng = random.Random(seed)
+    records = []
+    for _ in range(n):
+        label = rng.choice(["refund", "delivery", "none"])
+        if label == "none":
+            text = " ".join(rng.choice(WORDS[40:]) for _ in range(6))
+        else:
+            words = rng.choice(table[label]).split()
+            words[rng.randrange(6)] = rng.choice(WORDS[:40])
+            text = " ".join(words)
+        records.append({"state": text,
+                        "questions": {"intent": {"type": "choice", "instructions": "which intent",
+                                                 "criteria": {"refund": "asks for money back", "delivery": "asks where a parcel is",
+                                                              "none": "none of these"}}},
+                        "labels": {"intent": label}, "meta": {"dataset": "catch_all", "split": "train", "source": "test"}})
+    return records
+
+
+def test_the_novelty_feature_is_the_nearest_record_of_another_option():
+    from clef_agents.model.neighbours import NeighbourModel, novelty
+
+    bank = NeighbourModel(torch.zeros(2), torch.eye(2), torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]),
+                          torch.tensor([0, 1, 1]), k=1, temperature=0.1)
+    similarity = bank.similarity(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
+    nearest = bank.nearest_by_label(similarity, n=3)
+    torch.testing.assert_close(nearest, torch.tensor([[1.0, 0.6, -1.0], [0.0, 1.0, -1.0]]))  # option 2 holds no record
+    assert novelty(nearest, option=2).tolist() == pytest.approx([1.0, 1.0])
+    assert novelty(nearest, option=0).tolist() == pytest.approx([0.6, 1.0])
+
+
+@pytest.fixture(scope="module")
+def catch_all_taught(encoder_dir):
+    from clef_agents.train.teach import teach
+
+    model = make_model(encoder_dir)
+    reports = teach(model, catch_all_records(240, 11), catch_all_records(120, 12), lexical=False, catch_all=["none"], progress=False)
+    return model, reports
+
+
+def test_teaching_puts_the_novelty_part_on_the_catch_all_option(catch_all_taught):
+    from clef_agents.train.teach import NOVELTY_MIN_GAIN
+
+    model, reports = catch_all_taught
+    report = reports["which intent"]["novelty"]
+    assert report["kept"] is True and report["option"] == "none" and report["weight"] < 0
+    assert report["held_out_with_novelty"]["nll"] <= report["held_out_without_novelty"]["nll"] * (1 - NOVELTY_MIN_GAIN)
+    assert reports["which intent"]["held_out_taught"] == report["held_out_with_novelty"]
+    (entry,) = model.engine.taught.questions.values()
+    assert entry.novelty is not None and entry.novelty.option == "none"
+    assert entry.neighbours is not None and entry.neighbours.bank.shape[0] == 360  # refit on fit + held-out
+
+
+def test_novelty_answers_survive_save_and_load(catch_all_taught, tmp_path):
+    model, _ = catch_all_taught
+    entry = assert_answers_survive_reload(model, tmp_path / "novelty", catch_all_records(30, 13), "intent")
+    assert entry["novelty"]["option"] == "none" and entry["novelty"]["weight"] < 0
+
+
+def test_a_catch_all_option_no_question_has_is_refused(encoder_dir):
+    from clef_agents.train.teach import teach
+
+    with pytest.raises(ValueError, match=r"catch-all option \['nowhere'\], which no question"):
+        teach(make_model(encoder_dir), catch_all_records(40, 14), catch_all=["nowhere"], progress=False)
+
+
+def test_novelty_without_a_neighbour_bank_is_refused(catch_all_taught):
+    from dataclasses import replace
+
+    model, _ = catch_all_taught
+    (entry,) = model.engine.taught.questions.values()
+    with pytest.raises(ValueError, match="novelty part on 'none' needs the neighbour bank"):
+        replace(entry, neighbours=None)
+    with pytest.raises(ValueError, match="one of the options"):
+        replace(entry, novelty=replace(entry.novelty, option="elsewhere"))
+

@@ -11,6 +11,10 @@ when that lowers the held-out NLL:
     vote_j  = Σ over the k most similar i with label j of softmax(s / temperature)_i
     knn_j   = log(0.98 · vote_j + 0.02 / n)
 
+A question may also get a novelty part on one option o (a catch-all such as clinc150's "oos"): the
+similarity to the nearest stored record of any other option, ``novelty = max_{i: label_i ≠ o} s_i``,
+enters o's logit as ``a · novelty + b`` (``teach.add_novelty`` fits a < 0 and b on held-out records).
+
 Example:
     >>> import torch
     >>> bank = NeighbourModel(torch.zeros(2), torch.eye(2), torch.eye(2), torch.tensor([0, 1]), k=1, temperature=0.1)
@@ -54,14 +58,41 @@ class NeighbourModel:
         """State features [..., F] → unit vectors [..., d] in the bank's space."""
         return project(features, self.mean, self.projection)
 
-    def logits(self, features: torch.Tensor, n: int) -> torch.Tensor:
-        """Log of the similarity-weighted label vote over ``n`` options for features [B, F] → [B, n]."""
-        query = self.project(features.reshape(-1, features.shape[-1]))
-        similarity = query @ self.bank.float().T
+    def similarity(self, features: torch.Tensor) -> torch.Tensor:
+        """Cosine similarity of features [..., F] to every stored record → [B, N] (leading dims flattened)."""
+        return self.project(features.reshape(-1, features.shape[-1])) @ self.bank.float().T
+
+    def logits(self, features: torch.Tensor, n: int, similarity: torch.Tensor | None = None) -> torch.Tensor:
+        """Log of the similarity-weighted label vote over ``n`` options for features [..., F] → [..., n].
+
+        ``similarity`` is ``self.similarity(features)`` when the caller already has it.
+        """
+        similarity = self.similarity(features) if similarity is None else similarity
         top, index = similarity.topk(min(self.k, self.bank.shape[0]), dim=-1)
         weights = torch.softmax(top / self.temperature, dim=-1)
-        votes = torch.zeros(query.shape[0], n, device=query.device).scatter_add_(1, self.labels[index], weights)
+        votes = torch.zeros(similarity.shape[0], n, device=similarity.device).scatter_add_(1, self.labels[index], weights)
         return torch.log(votes * (1.0 - FLOOR) + FLOOR / n).reshape(*features.shape[:-1], n)
+
+    def nearest_by_label(self, similarity: torch.Tensor, n: int) -> torch.Tensor:
+        """The highest similarity to a stored record of each option [B, n] (-1 for options with no record)."""
+        best = similarity.new_full((similarity.shape[0], n), -1.0)
+        index = self.labels.expand(similarity.shape[0], -1)
+        return best.scatter_reduce(1, index, similarity, reduce="amax", include_self=True)
+
+
+def novelty(nearest: torch.Tensor, option: int) -> torch.Tensor:
+    """Similarity to the nearest stored record of any option but ``option`` [B], from ``nearest_by_label`` [B, n].
+
+    Low values mean the state is unlike every record taught for the other options: evidence for a
+    catch-all option such as "none of these".
+
+    Example:
+        >>> novelty(torch.tensor([[0.9, 0.2, 0.4]]), option=0).tolist()
+        [0.4000000059604645]
+    """
+    others = nearest.clone()
+    others[:, option] = -1.0
+    return others.max(dim=-1).values
 
 
 def project(features: torch.Tensor, mean: torch.Tensor, projection: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,9 @@ costs a few small matmuls) to its options, and blends them with the head's logit
     lin_j   = v_j · x + c_j
     lex_j   = TF-IDF logistic regression on the state text's words (``lexical``; optional)
     knn_j   = log of the similarity-weighted label vote of the nearest taught records (``neighbours``; optional)
-    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j + epsilon * knn_j
+    new_o   = a · (similarity to the nearest stored record of another option) + b, on one option o
+              (``novelty``; optional, e.g. a catch-all "none of these"; 0 for every other option)
+    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j + epsilon * knn_j + new_j
 
 The blend weights are fitted on held-out records, so the blend is calibrated as well.
 A taught question is recognised by its type and instructions (case and spacing ignored, the
@@ -29,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
@@ -39,7 +41,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.lexical import LexicalModel
-from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, quantise_bank
+from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, novelty, quantise_bank
 
 TAUGHT_FILE = "taught.safetensors"
 FEATURES = "mean4+max"
@@ -126,6 +128,24 @@ def taught_key(question: wire.TextQuestion) -> str:
     return hashlib.sha256(json.dumps([question.type, text, levels]).encode()).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class Novelty:
+    """``weight · novelty + bias`` added to option ``option``'s logit (see ``neighbours.novelty``).
+
+    Example:
+        >>> Novelty("oos", weight=-10.0, bias=8.0).logit(torch.tensor([0.9, 0.5])).tolist()
+        [-1.0, 3.0]
+    """
+
+    option: str
+    weight: float
+    bias: float
+
+    def logit(self, novelty: torch.Tensor) -> torch.Tensor:
+        """The part's logit for the option, from the novelty feature [B] → [B]."""
+        return self.weight * novelty + self.bias
+
+
 @dataclass
 class TaughtQuestion:
     """The fitted network of one question; its output rows are indexed by option name."""
@@ -152,14 +172,20 @@ class TaughtQuestion:
     delta: float = 0.0
     """Blend weight of the lexical logits."""
     neighbours: NeighbourModel | None = None
-    """The taught records' projected features and labels, when teaching found their vote lowers held-out NLL."""
+    """The taught records' projected features and labels, when teaching found their vote lowers held-out NLL
+    or the novelty part reads them."""
     epsilon: float = 0.0
-    """Blend weight of the neighbour vote's log."""
+    """Blend weight of the neighbour vote's log (0 with a bank kept only for the novelty part)."""
+    novelty: Novelty | None = None
+    """The novelty part on one option, when teaching found it lowers held-out NLL (needs ``neighbours``)."""
 
     def __post_init__(self) -> None:
         parse_features(self.features)
         self._index = {name: i for i, name in enumerate(self.names)}
         self._offsets = torch.tensor([self.prior_offsets.get(name, 0.0) for name in self.names])
+        if self.novelty is not None and (self.neighbours is None or self.novelty.option not in self._index):
+            raise ValueError(f"taught question {self.instructions!r}: a novelty part on {self.novelty.option!r} needs the "
+                             f"neighbour bank and one of the options {self.names}")
         if self.lexical is not None and self.lexical.weight.shape[0] != len(self.names):
             raise ValueError(f"taught question {self.instructions!r}: lexical weights for {self.lexical.weight.shape[0]} "
                              f"options but {len(self.names)} names")
@@ -186,7 +212,14 @@ class TaughtQuestion:
         net, lin = self.parts_logits(features)
         mixed = self.alpha * net + self.gamma * lin + self.beta * head
         if self.neighbours is not None:
-            mixed = mixed + self.epsilon * self.neighbours.logits(features, len(self.names))
+            n = len(self.names)
+            similarity = self.neighbours.similarity(features)
+            if self.epsilon:
+                mixed = mixed + self.epsilon * self.neighbours.logits(features, n, similarity)
+            if self.novelty is not None:
+                option = self._index[self.novelty.option]
+                column = self.novelty.logit(novelty(self.neighbours.nearest_by_label(similarity, n), option))
+                mixed = mixed + (column[:, None] * F.one_hot(torch.tensor(option, device=column.device), n)).reshape(*features.shape[:-1], n)
         if self.lexical is not None:
             mixed = mixed + self.delta * lexical
         return mixed
@@ -248,6 +281,8 @@ class TaughtQuestions:
                 tensors[f"{key}.neighbour_labels"] = taught.neighbours.labels.to(torch.int32).contiguous()
                 index[key]["neighbours"] = {"epsilon": taught.epsilon, "k": taught.neighbours.k,
                                             "temperature": taught.neighbours.temperature}
+            if taught.novelty is not None:
+                index[key]["novelty"] = asdict(taught.novelty)
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -275,7 +310,8 @@ class TaughtQuestions:
                                             **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}),
                                             prior_offsets=dict(entry.get("prior_offsets", {})),
                                             features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta,
-                                            neighbours=neighbours, epsilon=epsilon)
+                                            neighbours=neighbours, epsilon=epsilon,
+                                            novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None)
         return cls(questions)
 
 

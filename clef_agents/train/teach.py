@@ -9,7 +9,9 @@ held-out records by NLL, which both mixes the three and calibrates the result. T
 the lower held-out NLL is kept. Then a TF-IDF logistic regression on the state texts
 (``clef_agents.model.lexical``) joins the blend when it lowers the held-out NLL by at least
 ``LEXICAL_MIN_GAIN``, and the label vote of the nearest fit records (``clef_agents.model.neighbours``)
-when it lowers it by at least ``NEIGHBOUR_MIN_GAIN``. Last, with every choice made, the parts are
+when it lowers it by at least ``NEIGHBOUR_MIN_GAIN``, and, on an option the caller names as a
+catch-all ("none of these", clinc150's ``oos``), a novelty part (the similarity to the nearest record
+of any other option) when it lowers it by at least ``NOVELTY_MIN_GAIN``. Last, with every choice made, the parts are
 fitted again on all records, fit and held-out together (``refit_on_all``).
 
 Example:
@@ -31,8 +33,8 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexical
-from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, project, quantise_bank
-from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, TaughtQuestion, parse_features, taught_key
+from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, novelty, project, quantise_bank
+from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, Novelty, TaughtQuestion, parse_features, taught_key
 
 
 @dataclass
@@ -70,6 +72,11 @@ NEIGHBOUR_DIMS = 256
 in fp16 vs 256 in int8: banking77 .1784 vs .1784, hwu64 .2619 vs .2627; the bank stores 15x smaller."""
 NEIGHBOUR_MIN_GAIN = 0.01
 """The neighbour vote is kept only when it lowers the held-out NLL by at least this share."""
+NOVELTY_MIN_GAIN = 0.01
+"""The novelty part is kept only when it lowers the held-out NLL by at least this share."""
+NOVELTY_PRIOR_SD = 10.0
+"""The novelty part's weight and bias get a Gaussian prior N(0, NOVELTY_PRIOR_SD²) (MAP), so that a
+held-out set it separates perfectly cannot send them to infinity."""
 FEATURE_CANDIDATES = (FEATURES, LEGACY_FEATURES)
 """Features each question is fitted on by default; the one with the lower held-out NLL is kept
 (the richer one wins on most questions; the last layer's mean pool alone on some small binary ones)."""
@@ -230,11 +237,12 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
 
 
 def fit_best(
-    group: _Group, settings: TeachSettings | None = None, lexical: bool = True, neighbours: bool = True, refit: bool = True
+    group: _Group, settings: TeachSettings | None = None, lexical: bool = True, neighbours: bool = True, refit: bool = True,
+    catch_all: Sequence[str] = (),
 ) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
-    add the lexical part (``add_lexical``) and the neighbour vote (``add_neighbours``) where asked and
-    where they help; last, with ``refit``, retrain every part on all records (``refit_on_all``).
+    add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``) and, on a
+    ``catch_all`` option, the novelty part (``add_novelty``) where asked and where they help; last, with ``refit``, retrain every part on all records (``refit_on_all``).
 
     The report's ``held_out_nll_by_features`` lists every candidate's held-out NLL.
     """
@@ -245,6 +253,8 @@ def fit_best(
         best = add_lexical(group, best)
     if neighbours:
         best = add_neighbours(group, best)
+    if any(name in group.names for name in catch_all):
+        best = add_novelty(group, best, catch_all)
     return refit_on_all(group, best, settings) if refit else best
 
 
@@ -302,6 +312,68 @@ def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_
     report = {**taught.report, "blend": blend, "held_out_taught": with_vote}
     return replace(taught, alpha=taught.alpha * scale, gamma=taught.gamma * scale, beta=taught.beta * scale,
                    delta=taught.delta * scale, neighbours=model, epsilon=epsilon, report=report)
+
+
+def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str], dims: int = NEIGHBOUR_DIMS) -> TaughtQuestion:
+    """``taught`` with a novelty part on one of its ``catch_all`` options (see ``neighbours.novelty``),
+    if that lowers the held-out NLL by at least ``NOVELTY_MIN_GAIN``; otherwise unchanged.
+
+    For each catch-all option with held-out records, ``a · novelty + b`` on that option's logit is
+    fitted on the held-out records with the blend so far fixed; the one with the lowest NLL and
+    ``a < 0`` (the less the state resembles the other options' records, the likelier this option)
+    is the candidate. Only named options are tried: offered every option, held-out selection also
+    picked ordinary intents and spam labels, and those parts lowered test accuracy (docs/teaching.md). It uses the neighbour bank of the vote, or a bank of the fit records built for it
+    (vote weight 0) when the vote was not kept. The report's ``novelty`` says what was measured and decided.
+    """
+    fit_rows, held_rows = _rows(group)
+    x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
+    so_far = _blend_logits(taught, x_held, head_held, p_held, [group.texts[i] for i in held_rows])
+    bank = taught.neighbours
+    if bank is None:
+        x_fit, _, _, y_fit = group.tensors(fit_rows, taught.features)
+        mean, projection = (_as_stored(part) for part in fit_projection(x_fit, dims))
+        bank = _neighbour_bank(mean, projection, x_fit, y_fit, NEIGHBOUR_K_GRID[0], NEIGHBOUR_TEMPERATURE_GRID[0])
+    n = len(group.names)
+    nearest = bank.nearest_by_label(bank.similarity(x_held), n)
+    best: tuple[dict[str, float], Novelty] | None = None
+    for option in sorted(set(y_held.tolist()) & {group.names.index(name) for name in catch_all if name in group.names}):
+        feature = novelty(nearest, option)
+        weight, bias = _fit_novelty(so_far, feature, option, p_held, y_held)
+        part = Novelty(group.names[option], weight, bias)
+        scores = _scores(so_far + part.logit(feature)[:, None] * F.one_hot(torch.tensor(option), n), p_held, y_held)
+        if weight < 0 and (best is None or scores["nll"] < best[0]["nll"]):
+            best = (scores, part)
+    without = taught.report["held_out_taught"]
+    kept = best is not None and best[0]["nll"] <= without["nll"] * (1.0 - NOVELTY_MIN_GAIN)
+    taught.report["novelty"] = {"kept": kept, "held_out_without_novelty": without}
+    if best is None:
+        return taught
+    with_novelty, part = best
+    taught.report["novelty"] |= {"option": part.option, "weight": round(part.weight, 4), "bias": round(part.bias, 4),
+                                 "held_out_with_novelty": with_novelty}
+    if not kept:
+        return taught
+    return replace(taught, neighbours=bank, novelty=part, report={**taught.report, "held_out_taught": with_novelty})
+
+
+def _fit_novelty(base: torch.Tensor, feature: torch.Tensor, option: int, present: torch.Tensor, gold: torch.Tensor) -> tuple[float, float]:
+    """Weight and bias of ``weight · feature + bias`` on one option's logit, over fixed ``base`` logits,
+    minimising held-out NLL under the prior ``NOVELTY_PRIOR_SD`` (MAP)."""
+    params = torch.zeros(2, requires_grad=True)
+    column = F.one_hot(torch.tensor(option), base.shape[1]).float()
+    base = base.masked_fill(~present, MASKED)
+    optimizer = torch.optim.LBFGS([params], lr=1, max_iter=100, line_search_fn="strong_wolfe")
+    prior = 1.0 / (2.0 * NOVELTY_PRIOR_SD**2 * len(gold))
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(base + (params[0] * feature + params[1])[:, None] * column, gold) + prior * (params**2).sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    weight, bias = params.detach().tolist()
+    return weight, bias
 
 
 def refit_on_all(group: _Group, taught: TaughtQuestion, settings: TeachSettings | None = None) -> TaughtQuestion:
@@ -418,6 +490,7 @@ def teach(
     features: Sequence[str] = FEATURE_CANDIDATES,
     lexical: bool = True,
     neighbours: bool = True,
+    catch_all: Sequence[str] = (),
     refit: bool = True,
     seed: int = 0,
     progress: bool = True,
@@ -431,8 +504,10 @@ def teach(
     label from its training shares to those shares (see ``prior_offsets``). Each question is fitted
     on every spec in ``features`` (see ``taught.pool_features``) and keeps the one with the lower
     held-out NLL; with ``lexical``, a TF-IDF logistic regression on the state texts joins its
-    blend where it lowers the held-out NLL (``add_lexical``), and with ``neighbours`` the label vote
-    of the nearest taught records (``add_neighbours``). With ``refit`` (the default), once every
+    blend where it lowers the held-out NLL (``add_lexical``), with ``neighbours`` the label vote
+    of the nearest taught records (``add_neighbours``), and on every option named in ``catch_all``
+    (labels meaning "none of these") a novelty part (``add_novelty``: how unlike the other options'
+    records the state is). With ``refit`` (the default), once every
     choice is made on the held-out records, the parts are fitted again on all records (``refit_on_all``).
 
     Example:
@@ -456,16 +531,21 @@ def teach(
         rng = random.Random(seed)
         held_out = [rng.random() < HOLDOUT_SHARE for _ in records]
     groups = collect(model, all_records, held_out, list(dict.fromkeys(features)), progress=progress)
-    unmatched = sorted(set(priors or {}) - {name for group in groups.values() for name in group.names})
+    options = {name for group in groups.values() for name in group.names}
+    unmatched = sorted(set(priors or {}) - options)
     if unmatched:
         raise ValueError(f"prior for {unmatched}, which no question in the records has as an option")
+    unmatched = sorted(set(catch_all) - options)
+    if unmatched:
+        raise ValueError(f"catch-all option {unmatched}, which no question in the records has as an option")
     reports: dict[str, dict[str, Any]] = {}
     for key, group in tqdm(groups.items(), desc="teach: fitting questions", disable=not progress, unit="question"):
         reason = _skip_reason(group, min_records)
         if reason:
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
-        taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical, neighbours=neighbours, refit=refit)
+        taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical, neighbours=neighbours, refit=refit,
+                           catch_all=catch_all)
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
