@@ -104,7 +104,7 @@ def run(model_name: str, messages: list[str], traces_path: Path) -> int:
     by_source = Counter(r["meta"]["source"] for r in records)
     print(f"\ntrace store: {traces.path} ({traces.count()} decisions); exportable records by source: {dict(by_source)}")
     print(f"export them with: clef-agents traces export {traces.path} --out records.jsonl")
-    print("then teach the gate its reviewers' answers: clef-agents teach --model mini --records records.jsonl --out runs/mini-taught")
+    print("then teach the gate its reviewers' answers: clef-agents teach --model mini --records records.jsonl --catch-all other --out runs/mini-taught")
     return 0
 
 
