@@ -145,6 +145,10 @@ class Novelty:
         """The part's logit for the option, from the novelty feature [B] → [B]."""
         return self.weight * novelty + self.bias
 
+    def logits(self, novelty: torch.Tensor, option: int, n: int) -> torch.Tensor:
+        """The part over all ``n`` options [B, n]: its logit in column ``option`` (the option's index), 0 elsewhere."""
+        return self.logit(novelty)[:, None] * F.one_hot(torch.tensor(option, device=novelty.device), n)
+
 
 @dataclass
 class TaughtQuestion:
@@ -218,8 +222,8 @@ class TaughtQuestion:
                 mixed = mixed + self.epsilon * self.neighbours.logits(features, n, similarity)
             if self.novelty is not None:
                 option = self._index[self.novelty.option]
-                column = self.novelty.logit(novelty(self.neighbours.nearest_by_label(similarity, n), option))
-                mixed = mixed + (column[:, None] * F.one_hot(torch.tensor(option, device=column.device), n)).reshape(*features.shape[:-1], n)
+                feature = novelty(self.neighbours.nearest_by_label(similarity, n), option)
+                mixed = mixed + self.novelty.logits(feature, option, n).reshape(*features.shape[:-1], n)
         if self.lexical is not None:
             mixed = mixed + self.delta * lexical
         return mixed

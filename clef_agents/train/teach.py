@@ -11,8 +11,8 @@ the lower held-out NLL is kept. Then a TF-IDF logistic regression on the state t
 ``LEXICAL_MIN_GAIN``, and the label vote of the nearest fit records (``clef_agents.model.neighbours``)
 when it lowers it by at least ``NEIGHBOUR_MIN_GAIN``, and, on an option the caller names as a
 catch-all ("none of these", clinc150's ``oos``), a novelty part (the similarity to the nearest record
-of any other option) when it lowers it by at least ``NOVELTY_MIN_GAIN``. Last, with every choice made, the parts are
-fitted again on all records, fit and held-out together (``refit_on_all``).
+of any other option) when it lowers it by at least ``NOVELTY_MIN_GAIN``. Last, with every choice
+made, the parts are fitted again on all records, fit and held-out together (``refit_on_all``).
 
 Example:
     >>> from clef_agents.train.teach import teach  # doctest: +SKIP
@@ -242,7 +242,8 @@ def fit_best(
 ) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
     add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``) and, on a
-    ``catch_all`` option, the novelty part (``add_novelty``) where asked and where they help; last, with ``refit``, retrain every part on all records (``refit_on_all``).
+    ``catch_all`` option, the novelty part (``add_novelty``) where asked and where they help; last,
+    with ``refit``, retrain every part on all records (``refit_on_all``).
 
     The report's ``held_out_nll_by_features`` lists every candidate's held-out NLL.
     """
@@ -278,19 +279,26 @@ def _neighbour_bank(mean: torch.Tensor, projection: torch.Tensor, features: torc
     return NeighbourModel(mean, projection, bank, labels, k=k, temperature=temperature)
 
 
+def _fit_records_bank(group: _Group, spec: str, dims: int) -> NeighbourModel:
+    """A neighbour model over the group's fit records: the projection fitted on them, mean and
+    projection rounded as stored, k and temperature the first of their grids."""
+    fit_rows, _ = _rows(group)
+    x_fit, _, _, y_fit = group.tensors(fit_rows, spec)
+    mean, projection = (_as_stored(part) for part in fit_projection(x_fit, dims))
+    return _neighbour_bank(mean, projection, x_fit, y_fit, NEIGHBOUR_K_GRID[0], NEIGHBOUR_TEMPERATURE_GRID[0])
+
+
 def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_DIMS) -> TaughtQuestion:
     """``taught`` with the neighbour vote of its fit records in the blend, if that lowers the held-out
     NLL by at least ``NEIGHBOUR_MIN_GAIN``; otherwise unchanged. k and the temperature are picked on
     held-out NLL from ``NEIGHBOUR_K_GRID`` x ``NEIGHBOUR_TEMPERATURE_GRID``; the blend so far and the
     vote are weighted by a two-part blend fit. The report's ``neighbours`` says what was measured and decided.
     """
-    fit_rows, held_rows = _rows(group)
-    x_fit, _, _, y_fit = group.tensors(fit_rows, taught.features)
+    _, held_rows = _rows(group)
     x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
     so_far = _blend_logits(taught, x_held, head_held, p_held, [group.texts[i] for i in held_rows])
-    mean, projection = (_as_stored(part) for part in fit_projection(x_fit, dims))
     n = len(group.names)
-    bank = _neighbour_bank(mean, projection, x_fit, y_fit, NEIGHBOUR_K_GRID[0], NEIGHBOUR_TEMPERATURE_GRID[0])
+    bank = _fit_records_bank(group, taught.features, dims)
     best: tuple[dict[str, float], NeighbourModel, list[float]] | None = None
     for k in NEIGHBOUR_K_GRID:
         for temperature in NEIGHBOUR_TEMPERATURE_GRID:
@@ -304,7 +312,7 @@ def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_
     with_vote, model, (scale, epsilon) = best
     without = taught.report["held_out_taught"]
     kept = with_vote["nll"] <= without["nll"] * (1.0 - NEIGHBOUR_MIN_GAIN) and epsilon > 0
-    taught.report["neighbours"] = {"kept": kept, "k": model.k, "temperature": model.temperature, "dims": projection.shape[1],
+    taught.report["neighbours"] = {"kept": kept, "k": model.k, "temperature": model.temperature, "dims": model.projection.shape[1],
                                    "held_out_with_neighbours": with_vote, "held_out_without_neighbours": without}
     if not kept:
         return taught
@@ -322,17 +330,14 @@ def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str],
     fitted on the held-out records with the blend so far fixed; the one with the lowest NLL and
     ``a < 0`` (the less the state resembles the other options' records, the likelier this option)
     is the candidate. Only named options are tried: offered every option, held-out selection also
-    picked ordinary intents and spam labels, and those parts lowered test accuracy (docs/teaching.md). It uses the neighbour bank of the vote, or a bank of the fit records built for it
-    (vote weight 0) when the vote was not kept. The report's ``novelty`` says what was measured and decided.
+    picked ordinary intents and spam labels, and those parts lowered test accuracy (docs/teaching.md).
+    It uses the neighbour bank of the vote, or a bank of the fit records built for it (vote weight 0)
+    when the vote was not kept. The report's ``novelty`` says what was measured and decided.
     """
-    fit_rows, held_rows = _rows(group)
+    _, held_rows = _rows(group)
     x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
     so_far = _blend_logits(taught, x_held, head_held, p_held, [group.texts[i] for i in held_rows])
-    bank = taught.neighbours
-    if bank is None:
-        x_fit, _, _, y_fit = group.tensors(fit_rows, taught.features)
-        mean, projection = (_as_stored(part) for part in fit_projection(x_fit, dims))
-        bank = _neighbour_bank(mean, projection, x_fit, y_fit, NEIGHBOUR_K_GRID[0], NEIGHBOUR_TEMPERATURE_GRID[0])
+    bank = taught.neighbours if taught.neighbours is not None else _fit_records_bank(group, taught.features, dims)
     n = len(group.names)
     nearest = bank.nearest_by_label(bank.similarity(x_held), n)
     best: tuple[dict[str, float], Novelty] | None = None
@@ -340,7 +345,7 @@ def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str],
         feature = novelty(nearest, option)
         weight, bias = _fit_novelty(so_far, feature, option, p_held, y_held)
         part = Novelty(group.names[option], weight, bias)
-        scores = _scores(so_far + part.logit(feature)[:, None] * F.one_hot(torch.tensor(option), n), p_held, y_held)
+        scores = _scores(so_far + part.logits(feature, option, n), p_held, y_held)
         if weight < 0 and (best is None or scores["nll"] < best[0]["nll"]):
             best = (scores, part)
     without = taught.report["held_out_taught"]
@@ -507,8 +512,8 @@ def teach(
     blend where it lowers the held-out NLL (``add_lexical``), with ``neighbours`` the label vote
     of the nearest taught records (``add_neighbours``), and on every option named in ``catch_all``
     (labels meaning "none of these") a novelty part (``add_novelty``: how unlike the other options'
-    records the state is). With ``refit`` (the default), once every
-    choice is made on the held-out records, the parts are fitted again on all records (``refit_on_all``).
+    records the state is). With ``refit`` (the default), once every choice is made on the held-out
+    records, the parts are fitted again on all records (``refit_on_all``).
 
     Example:
         >>> report = teach(model, records)  # doctest: +SKIP
