@@ -16,20 +16,21 @@ from tiny_models import WORDS, make_model
 torch = pytest.importorskip("torch")
 
 
+def choice_record(text: str, qid: str, instructions: str, criteria: dict[str, str], label: str, dataset: str) -> dict:
+    """One decision record asking a single choice question."""
+    return {"state": text, "questions": {qid: {"type": "choice", "instructions": instructions, "criteria": criteria}},
+            "labels": {qid: label}, "meta": {"dataset": dataset, "split": "train", "source": "test"}}
+
+
 def prototype_records(n: int, seed: int, prototypes: int = 24) -> list[dict]:
     """Repeats of a few fixed random phrases, each with its own arbitrary label: what a neighbour vote
     answers by lookup and a smooth map from features must learn phrase by phrase."""
     phrases = random.Random(99)
     table = [(" ".join(phrases.choice(WORDS) for _ in range(6)), phrases.choice(["left", "right", "up"])) for _ in range(prototypes)]
+    criteria = {"left": "to the left", "right": "to the right", "up": "upwards"}
     rng = random.Random(seed)
-    records = []
-    for _ in range(n):
-        text, label = rng.choice(table)
-        records.append({"state": text,
-                        "questions": {"way": {"type": "choice", "instructions": "which way",
-                                              "criteria": {"left": "to the left", "right": "to the right", "up": "upwards"}}},
-                        "labels": {"way": label}, "meta": {"dataset": "prototypes", "split": "train", "source": "test"}})
-    return records
+    return [choice_record(text, "way", "which way", criteria, label, "prototypes")
+            for text, label in (rng.choice(table) for _ in range(n))]
 
 
 def test_the_vote_weights_the_nearest_records_by_similarity():
@@ -162,6 +163,7 @@ def catch_all_records(n: int, seed: int) -> list[dict]:
     whose states are fresh random words, unlike every taught phrase: what the novelty part is for."""
     phrases = random.Random(7)
     table = {label: [" ".join(phrases.choice(WORDS[:40]) for _ in range(6)) for _ in range(4)] for label in ("refund", "delivery")}
+    criteria = {"refund": "asks for money back", "delivery": "asks where a parcel is", "none": "none of these"}
     rng = random.Random(seed)
     records = []
     for _ in range(n):
@@ -172,11 +174,7 @@ def catch_all_records(n: int, seed: int) -> list[dict]:
             words = rng.choice(table[label]).split()
             words[rng.randrange(6)] = rng.choice(WORDS[:40])
             text = " ".join(words)
-        records.append({"state": text,
-                        "questions": {"intent": {"type": "choice", "instructions": "which intent",
-                                                 "criteria": {"refund": "asks for money back", "delivery": "asks where a parcel is",
-                                                              "none": "none of these"}}},
-                        "labels": {"intent": label}, "meta": {"dataset": "catch_all", "split": "train", "source": "test"}})
+        records.append(choice_record(text, "intent", "which intent", criteria, label, "catch_all"))
     return records
 
 
