@@ -7,7 +7,8 @@ embeds, with the bare MiniLM sentence encoder (mean pool, unit length), each too
 count of request-tool cosines. A logistic map from (blend margin, three similarity features) is
 fitted on the held-out (validation) records, where the blend was never fitted on, and scored on
 the test split. The blend is taught exactly as ``teach`` does, without the refit, so that the
-held-out records stay unseen. Not part of ``teach``.
+held-out records stay unseen. Measured before it entered ``teach`` as ``add_tool_match`` (same features; there standardised and
+fitted on the "yes" logit with the blend fixed).
 
 Run:   HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/bfcl_tool_similarity.py
 Writes bench/quality/results/bfcl_tool_similarity.json.

@@ -92,12 +92,13 @@ def taught_lines(taught: dict | None) -> list[str]:
         " and, where each lowers the held-out NLL by 1 % or more, a TF-IDF logistic regression on the state's words (\"words\")"
         ", the similarity-weighted label vote of the k nearest taught records (\"neighbours\") and, on an option named with"
         " `--catch-all`,"
-        " how unlike the other options' taught records the state is (\"novelty\"), every choice and the blend"
+        " how unlike the other options' taught records the state is (\"novelty\") and, on a yes/no question whose states"
+        " list tools, how well the request matches the best listed tool (\"tools\"), every choice and the blend"
         " fitted on the validation split; then, unless `--no-refit`, every part fitted again on train + validation"
         " ([docs/teaching.md](docs/teaching.md)). Held-out (validation) accuracy, measured before that refit:",
         "",
-        "| taught question | records | features | words | neighbours | novelty | head alone | taught |",
-        "|---|---:|---|---|---|---|---:|---:|",
+        "| taught question | records | features | words | neighbours | novelty | tools | head alone | taught |",
+        "|---|---:|---|---|---|---|---|---:|---:|",
     ]
     for text, r in taught["questions"].items():
         if "skipped" in r:
@@ -105,7 +106,8 @@ def taught_lines(taught: dict | None) -> list[str]:
         words = "yes" if r.get("lexical", {}).get("kept") else "no"
         neighbours = f"k={r['neighbours']['k']}" if r.get("neighbours", {}).get("kept") else "no"
         novelty = f"on {r['novelty']['option']!r}" if r.get("novelty", {}).get("kept") else "no"
-        lines.append(f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {words} | {neighbours} | {novelty} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
+        tools = "yes" if r.get("tool_match", {}).get("kept") else "no"
+        lines.append(f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {words} | {neighbours} | {novelty} | {tools} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
     return [*lines, ""]
 
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         route_by_score,
     )
     from clef_agents.graph.state import DecisionState, final_labels, response_from_state
-    from clef_agents.graph.tools import GateVerdict, ToolGate, decision_tool
+    from clef_agents.graph.tools import TOOL_RELEVANCE_QUESTION, GateVerdict, ToolGate, decision_tool, tools_state
     from clef_agents.graph.traces import TraceStore
 
 _dynamic_imports: dict[str, str] = {
@@ -72,6 +72,8 @@ _dynamic_imports: dict[str, str] = {
     "GateVerdict": "tools",
     "ToolGate": "tools",
     "decision_tool": "tools",
+    "TOOL_RELEVANCE_QUESTION": "tools",
+    "tools_state": "tools",
     "TraceStore": "traces",
 }
 

@@ -55,6 +55,41 @@ DEFAULT_GATE_QUESTION = Noul(
 )
 
 
+TOOL_RELEVANCE_QUESTION = Noul(
+    instructions="Should one of the listed tools be called to handle the user's request?",
+    criteria=NoulCriteria(
+        true="One of the listed tools fits the request and should be called.",
+        false="None of the listed tools fits the request; answer without a tool call.",
+    ),
+)
+"""Ask it of ``tools_state(tools, messages)`` to decide whether to offer tools at all or answer
+directly; the shipped ``mini`` is taught this question, with its request–tool match part."""
+
+
+def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any]], messages: Any) -> str:
+    """A state that lists tools (one JSON function schema per line) above the conversation: the
+    layout the request–tool match of taught yes/no questions reads (``clef_agents.model.tool_match``).
+
+    Example:
+        >>> from langchain_core.messages import HumanMessage
+        >>> def get_weather(city: str) -> str:
+        ...     \"\"\"Current weather for a city.\"\"\"
+        ...     return "sunny"
+        >>> print(tools_state([get_weather], [HumanMessage("rain in Oslo?")]))
+        Available tools:
+        {"name": "get_weather", "description": "Current weather for a city.", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}
+        <BLANKLINE>
+        Conversation:
+        human: rain in Oslo?
+    """
+    from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415
+
+    if not tools:
+        raise ValueError("tools_state needs at least one tool (a BaseTool, a function or a JSON schema dict), got none")
+    lines = [json.dumps(convert_to_openai_tool(tool)["function"], ensure_ascii=False) for tool in tools]
+    return "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + wire.state_text(messages)
+
+
 # --------------------------------------------------------------------------- the decision model as a tool
 
 

@@ -29,6 +29,8 @@ from clef_agents.model.head import OPTION_TYPES, OptionCache, RoutingHead, level
 from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, mean_pool, pool_features
 
 SCHEMA_CACHE_SIZE = 8192
+TEXT_CACHE_SIZE = 32768
+"""Frozen embeddings kept (option and instruction texts, tools listed in states); least recently used go first."""
 HEAD_PRECISIONS = ("auto", "float32", "bfloat16")
 """How the head's attention blocks run at inference on a CPU: ``auto`` picks bfloat16 where the CPU
 computes it natively (AVX512-BF16 or AMX; about twice as fast with hundreds of options), else float32."""
@@ -178,7 +180,7 @@ class DecisionEngine:
         self.network.eval()
         self.head.eval()
         self._schema_cache: OrderedDict[str, QuestionSchema] = OrderedDict()
-        self._text_cache: dict[str, torch.Tensor] = {}
+        self._text_cache: OrderedDict[str, torch.Tensor] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ construction
@@ -285,12 +287,29 @@ class DecisionEngine:
 
     def encode_texts(self, texts: list[str]) -> torch.Tensor:
         """Mean-pooled frozen-backbone embeddings of texts (adapters off), cached per text."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        wanted = list(dict.fromkeys(texts))
+        with self._lock:
+            found = {t: self._text_cache[t] for t in wanted if t in self._text_cache}
+        missing = [t for t in wanted if t not in found]
         for start in range(0, len(missing), FORWARD_CHUNK):
             chunk = missing[start : start + FORWARD_CHUNK]
-            for text, vector in zip(chunk, self._embed_frozen(chunk)):
-                self._text_cache[text] = vector
-        return torch.stack([self._text_cache[t] for t in texts])
+            found.update(zip(chunk, self._embed_frozen(chunk)))
+        with self._lock:
+            for text in wanted:
+                self._text_cache[text] = found[text]
+                self._text_cache.move_to_end(text)
+            while len(self._text_cache) > TEXT_CACHE_SIZE:
+                self._text_cache.popitem(last=False)
+        return torch.stack([found[t] for t in texts])
+
+    def embed_frozen(self, texts: list[str], cache: bool = True) -> torch.Tensor:
+        """Mean-pooled frozen-backbone embeddings [N, H]; with ``cache`` through ``encode_texts``'s cache
+        (texts asked about again and again), else computed afresh (one-off texts such as requests)."""
+        if cache:
+            return self.encode_texts(texts)
+        if not texts:
+            return torch.zeros(0, self.backbone.hidden_size)
+        return torch.cat([self._embed_frozen(texts[i : i + FORWARD_CHUNK]) for i in range(0, len(texts), FORWARD_CHUNK)])
 
     @torch.no_grad()
     def _embed_frozen(self, texts: list[str]) -> torch.Tensor:
@@ -524,7 +543,7 @@ class DecisionEngine:
                 if entry is not None:
                     state = features[entry.features][i].to(entry.weight.device)
                     text = batch.texts[i] if batch.texts else None
-                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text)
+                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, self.embed_frozen)
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b

@@ -12,7 +12,9 @@ costs a few small matmuls) to its options, and blends them with the head's logit
     knn_j   = log of the similarity-weighted label vote of the nearest taught records (``neighbours``; optional)
     new_o   = a · (similarity to the nearest stored record of another option) + b, on one option o
               (``novelty``; optional, e.g. a catch-all "none of these"; 0 for every other option)
-    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j + epsilon * knn_j + new_j
+    tool_y  = w · (standardised request–tool similarities) + b, on one option y of a yes/no question
+              whose states list tools (``tool_match``; optional; see ``model.tool_match``)
+    logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j + epsilon * knn_j + new_j + tool_j
 
 The blend weights are fitted on held-out records, so the blend is calibrated as well.
 A taught question is recognised by its type and instructions (case and spacing ignored, the
@@ -42,6 +44,7 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.lexical import LexicalModel
 from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, novelty, quantise_bank
+from clef_agents.model.tool_match import Embed, ToolMatch, match_features
 
 TAUGHT_FILE = "taught.safetensors"
 FEATURES = "mean4+max"
@@ -182,6 +185,8 @@ class TaughtQuestion:
     """Blend weight of the neighbour vote's log (0 with a bank kept only for the novelty part)."""
     novelty: Novelty | None = None
     """The novelty part on one option, when teaching found it lowers held-out NLL (needs ``neighbours``)."""
+    tool_match: ToolMatch | None = None
+    """The request–tool match part on one option, when teaching found it lowers held-out NLL."""
 
     def __post_init__(self) -> None:
         parse_features(self.features)
@@ -190,14 +195,19 @@ class TaughtQuestion:
         if self.novelty is not None and (self.neighbours is None or self.novelty.option not in self._index):
             raise ValueError(f"taught question {self.instructions!r}: a novelty part on {self.novelty.option!r} needs the "
                              f"neighbour bank and one of the options {self.names}")
+        if self.tool_match is not None and self.tool_match.option not in self._index:
+            raise ValueError(f"taught question {self.instructions!r}: a tool-match part on {self.tool_match.option!r} needs "
+                             f"one of the options {self.names}")
         if self.lexical is not None and self.lexical.weight.shape[0] != len(self.names):
             raise ValueError(f"taught question {self.instructions!r}: lexical weights for {self.lexical.weight.shape[0]} "
                              f"options but {len(self.names)} names")
 
-    def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str], text: str | None = None) -> torch.Tensor | None:
+    def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str], text: str | None = None,
+               embed: Embed | None = None) -> torch.Tensor | None:
         """Blended logits over ``names`` (in that order), or None when a name was never taught.
 
-        ``text`` is the state text; questions taught with a lexical part need it.
+        ``text`` is the state text; questions taught with a lexical or a tool-match part need it, and
+        the tool-match part also ``embed`` (the frozen encoder, see ``tool_match.Embed``).
         """
         try:
             rows = [self._index[name] for name in names]
@@ -208,11 +218,19 @@ class TaughtQuestion:
         head = head_logits.new_zeros((*head_logits.shape[:-1], len(self.names)))
         head[..., rows] = head_logits
         lexical = self.lexical.logits(text) if self.lexical is not None else None
-        return self.blend(features, head, lexical)[..., rows] + self._offsets[rows]
+        tools = None
+        if self.tool_match is not None:
+            if text is None or embed is None:
+                raise ValueError(f"taught question {self.instructions!r} compares the request with the listed tools "
+                                 "(tool-match part) and needs the state text and the encoder")
+            tools = match_features([text], embed)[0]
+        return self.blend(features, head, lexical, tools)[..., rows] + self._offsets[rows]
 
-    def blend(self, features: torch.Tensor, head: torch.Tensor, lexical: torch.Tensor | None = None) -> torch.Tensor:
+    def blend(self, features: torch.Tensor, head: torch.Tensor, lexical: torch.Tensor | None = None,
+              tools: torch.Tensor | None = None) -> torch.Tensor:
         """The blend over all taught names [..., n], without prior offsets: features [..., F], the head's
-        logits [..., n] (0 for absent options) and, for a question with a lexical part, its logits [..., n]."""
+        logits [..., n] (0 for absent options), for a question with a lexical part its logits [..., n], and
+        for one with a tool-match part the ``tool_match.match_features`` [..., 3]."""
         net, lin = self.parts_logits(features)
         mixed = self.alpha * net + self.gamma * lin + self.beta * head
         if self.neighbours is not None:
@@ -226,6 +244,10 @@ class TaughtQuestion:
                 mixed = mixed + self.novelty.logits(feature, option, n).reshape(*features.shape[:-1], n)
         if self.lexical is not None:
             mixed = mixed + self.delta * lexical
+        if self.tool_match is not None:
+            if tools is None:
+                raise ValueError(f"taught question {self.instructions!r} has a tool-match part; its blend needs the tool features")
+            mixed = mixed + self.tool_match.logits(tools, self._index[self.tool_match.option], len(self.names))
         return mixed
 
     def parts_logits(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -287,6 +309,8 @@ class TaughtQuestions:
                                             "temperature": taught.neighbours.temperature}
             if taught.novelty is not None:
                 index[key]["novelty"] = asdict(taught.novelty)
+            if taught.tool_match is not None:
+                index[key]["tool_match"] = asdict(taught.tool_match)
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -315,8 +339,17 @@ class TaughtQuestions:
                                             prior_offsets=dict(entry.get("prior_offsets", {})),
                                             features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta,
                                             neighbours=neighbours, epsilon=epsilon,
-                                            novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None)
+                                            novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None,
+                                            tool_match=_load_tool_match(entry))
         return cls(questions)
+
+
+def _load_tool_match(entry: dict[str, Any]) -> ToolMatch | None:
+    """The tool-match part of a taught entry (None for entries saved without one)."""
+    stored = entry.get("tool_match")
+    if stored is None:
+        return None
+    return ToolMatch(stored["option"], tuple(stored["weight"]), float(stored["bias"]), tuple(stored["mean"]), tuple(stored["scale"]))
 
 
 def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[LexicalModel | None, float]:

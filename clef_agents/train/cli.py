@@ -76,6 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--catch-all", nargs="*", default=[], metavar="LABEL",
                        help="labels that mean 'none of these' (e.g. oos): on such an option, how unlike the other "
                             "options' records a state is joins the blend where it lowers the held-out NLL by 1%% or more")
+    teach.add_argument("--no-tool-match", action="store_true",
+                       help="do not add the request-tool match to yes/no questions whose states list tools as JSON "
+                            "lines (by default it joins where it lowers the held-out NLL by 1%% or more)")
     teach.add_argument("--no-refit", action="store_true",
                        help="keep the parts fitted without the held-out records (by default, once every choice is "
                             "made on them, the parts are fitted again on all records)")
@@ -238,7 +241,7 @@ def _run_teach(args: argparse.Namespace) -> int:
     began = time.time()
     reports = teach(model, records, held_out, min_records=args.min_records, priors=priors, seed=args.seed,
                     features=args.features or FEATURE_CANDIDATES, lexical=not args.no_lexical,
-                    neighbours=not args.no_neighbours, catch_all=args.catch_all, refit=not args.no_refit,
+                    neighbours=not args.no_neighbours, catch_all=args.catch_all, tool_match=not args.no_tool_match, refit=not args.no_refit,
                     progress=not args.no_progress)
     seconds = round(time.time() - began, 1)
     model.engine.config.data_card["taught"] = {
@@ -254,6 +257,7 @@ def _run_teach(args: argparse.Namespace) -> int:
         + (" --no-lexical" if args.no_lexical else "")
         + (" --no-neighbours" if args.no_neighbours else "")
         + (" --catch-all " + " ".join(args.catch_all) if args.catch_all else "")
+        + (" --no-tool-match" if args.no_tool_match else "")
         + (" --no-refit" if args.no_refit else ""),
     }
     folder = model.save_pretrained(args.out)
@@ -277,17 +281,18 @@ def _parse_priors(items: list[str]) -> dict[str, float]:
 
 
 def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
-    lines = ["| question | records | features | words | neighbours | novelty | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
-             "|---|---:|---|---|---|---|---:|---:|---|"]
+    lines = ["| question | records | features | words | neighbours | novelty | tools | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
+             "|---|---:|---|---|---|---|---|---:|---:|---|"]
     for text, r in reports.items():
         if "skipped" in r:
-            lines.append(f"| {text[:60]} | {r['records']} | | | | | skipped: {r['skipped']} | | |")
+            lines.append(f"| {text[:60]} | {r['records']} | | | | | | skipped: {r['skipped']} | | |")
             continue
         head, taught = r["held_out_head"], r["held_out_taught"]
         words = "yes" if r.get("lexical", {}).get("kept") else "no"
         neighbours = f"k={r['neighbours']['k']}" if r.get("neighbours", {}).get("kept") else "no"
         novelty = f"on {r['novelty']['option']!r}" if r.get("novelty", {}).get("kept") else "no"
-        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {words} | {neighbours} | {novelty} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        tools = "yes" if r.get("tool_match", {}).get("kept") else "no"
+        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {words} | {neighbours} | {novelty} | {tools} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
     return "\n".join(lines)
 
 

@@ -11,7 +11,9 @@ the lower held-out NLL is kept. Then a TF-IDF logistic regression on the state t
 ``LEXICAL_MIN_GAIN``, and the label vote of the nearest fit records (``clef_agents.model.neighbours``)
 when it lowers it by at least ``NEIGHBOUR_MIN_GAIN``, and, on an option the caller names as a
 catch-all ("none of these", clinc150's ``oos``), a novelty part (the similarity to the nearest record
-of any other option) when it lowers it by at least ``NOVELTY_MIN_GAIN``. Last, with every choice
+of any other option) when it lowers it by at least ``NOVELTY_MIN_GAIN``, and, on a yes/no question
+whose states list tools, the request–tool match (``clef_agents.model.tool_match``) when it lowers it by
+at least ``TOOL_MATCH_MIN_GAIN``. Last, with every choice
 made, the parts are fitted again on all records, fit and held-out together (``refit_on_all``).
 
 Example:
@@ -35,6 +37,8 @@ from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexical
 from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, novelty, project, quantise_bank
 from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, Novelty, TaughtQuestion, parse_features, taught_key
+from clef_agents.model.tool_match import FEATURE_NAMES as TOOL_FEATURES
+from clef_agents.model.tool_match import Embed, ToolMatch, lists_tools, match_features
 
 
 @dataclass
@@ -77,6 +81,10 @@ NOVELTY_MIN_GAIN = 0.01
 NOVELTY_PRIOR_SD = 10.0
 """The novelty part's weight and bias get a Gaussian prior N(0, NOVELTY_PRIOR_SD²) (MAP), so that a
 held-out set it separates perfectly cannot send them to infinity."""
+TOOL_MATCH_MIN_GAIN = 0.01
+"""The tool-match part is kept only when it lowers the held-out NLL by at least this share."""
+TOOL_MATCH_MIN_SHARE = 0.5
+"""The tool-match part is tried on a yes/no question when at least this share of its records list tools."""
 FEATURE_CANDIDATES = (FEATURES, LEGACY_FEATURES)
 """Features each question is fitted on by default; the one with the lower held-out NLL is kept
 (the richer one wins on most questions; the last layer's mean pool alone on some small binary ones)."""
@@ -238,12 +246,13 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
 
 def fit_best(
     group: _Group, settings: TeachSettings | None = None, lexical: bool = True, neighbours: bool = True, refit: bool = True,
-    catch_all: Sequence[str] = (),
+    catch_all: Sequence[str] = (), embed: Embed | None = None,
 ) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
-    add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``) and, on a
-    ``catch_all`` option, the novelty part (``add_novelty``) where asked and where they help; last,
-    with ``refit``, retrain every part on all records (``refit_on_all``).
+    add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``), on a
+    ``catch_all`` option the novelty part (``add_novelty``) and, given the frozen encoder ``embed``,
+    the request–tool match (``add_tool_match``) where asked and where they help; last, with
+    ``refit``, retrain every part on all records (``refit_on_all``).
 
     The report's ``held_out_nll_by_features`` lists every candidate's held-out NLL.
     """
@@ -256,6 +265,8 @@ def fit_best(
         best = add_neighbours(group, best)
     if any(name in group.names for name in catch_all):
         best = add_novelty(group, best, catch_all)
+    if embed is not None and wants_tool_match(group):
+        best = add_tool_match(group, best, embed)
     return refit_on_all(group, best, settings) if refit else best
 
 
@@ -265,11 +276,12 @@ def _rows(group: _Group) -> tuple[list[int], list[int]]:
 
 
 def _blend_logits(taught: TaughtQuestion, features: torch.Tensor, head: torch.Tensor, present: torch.Tensor,
-                  texts: Sequence[str]) -> torch.Tensor:
-    """``TaughtQuestion.blend`` for many records [N, n] (absent options' head logits count as 0)."""
+                  texts: Sequence[str], tools: torch.Tensor | None = None) -> torch.Tensor:
+    """``TaughtQuestion.blend`` for many records [N, n] (absent options' head logits count as 0;
+    ``tools``: their ``tool_match.match_features``, needed once the question has a tool-match part)."""
     with torch.no_grad():
         lexical = torch.stack([taught.lexical.logits(text) for text in texts]) if taught.lexical is not None else None
-        return taught.blend(features, head.masked_fill(~present, 0.0), lexical)
+        return taught.blend(features, head.masked_fill(~present, 0.0), lexical, tools)
 
 
 def _neighbour_bank(mean: torch.Tensor, projection: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, k: int,
@@ -343,7 +355,7 @@ def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str],
     best: tuple[dict[str, float], Novelty] | None = None
     for option in sorted(set(y_held.tolist()) & {group.names.index(name) for name in catch_all if name in group.names}):
         feature = novelty(nearest, option)
-        weight, bias = _fit_novelty(so_far, feature, option, p_held, y_held)
+        (weight,), bias = _fit_option_part(so_far, feature[:, None], option, p_held, y_held)
         part = Novelty(group.names[option], weight, bias)
         scores = _scores(so_far + part.logits(feature, option, n), p_held, y_held)
         if weight < 0 and (best is None or scores["nll"] < best[0]["nll"]):
@@ -361,10 +373,12 @@ def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str],
     return replace(taught, neighbours=bank, novelty=part, report={**taught.report, "held_out_taught": with_novelty})
 
 
-def _fit_novelty(base: torch.Tensor, feature: torch.Tensor, option: int, present: torch.Tensor, gold: torch.Tensor) -> tuple[float, float]:
-    """Weight and bias of ``weight · feature + bias`` on one option's logit, over fixed ``base`` logits,
-    minimising held-out NLL under the prior ``NOVELTY_PRIOR_SD`` (MAP)."""
-    params = torch.zeros(2, requires_grad=True)
+def _fit_option_part(base: torch.Tensor, features: torch.Tensor, option: int, present: torch.Tensor,
+                     gold: torch.Tensor) -> tuple[list[float], float]:
+    """Weights and bias of ``weights · features + bias`` [N, k] on one option's logit, over fixed ``base``
+    logits, minimising held-out NLL under the prior ``NOVELTY_PRIOR_SD`` (MAP); the novelty and the
+    tool-match parts are both fitted this way."""
+    params = torch.zeros(features.shape[1] + 1, requires_grad=True)
     column = F.one_hot(torch.tensor(option), base.shape[1]).float()
     base = base.masked_fill(~present, MASKED)
     optimizer = torch.optim.LBFGS([params], lr=1, max_iter=100, line_search_fn="strong_wolfe")
@@ -372,13 +386,50 @@ def _fit_novelty(base: torch.Tensor, feature: torch.Tensor, option: int, present
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = F.cross_entropy(base + (params[0] * feature + params[1])[:, None] * column, gold) + prior * (params**2).sum()
+        loss = F.cross_entropy(base + (features @ params[:-1] + params[-1])[:, None] * column, gold) + prior * (params**2).sum()
         loss.backward()
         return loss
 
     optimizer.step(closure)
-    weight, bias = params.detach().tolist()
-    return weight, bias
+    values = params.detach().tolist()
+    return values[:-1], values[-1]
+
+
+def wants_tool_match(group: _Group) -> bool:
+    """Whether the request–tool match is tried: a yes/no question whose records mostly list tools."""
+    if group.kind != "noul" or not group.texts:
+        return False
+    return sum(lists_tools(text) for text in group.texts) >= TOOL_MATCH_MIN_SHARE * len(group.texts)
+
+
+def add_tool_match(group: _Group, taught: TaughtQuestion, embed: Embed) -> TaughtQuestion:
+    """``taught`` with a request–tool match part on its "yes" option (see ``clef_agents.model.tool_match``),
+    if that lowers the held-out NLL by at least ``TOOL_MATCH_MIN_GAIN``; otherwise unchanged.
+
+    The three features of the held-out records are standardised by their own mean and spread, and
+    ``weights · features + bias`` is fitted on the held-out NLL with the blend so far fixed (MAP, as
+    the novelty part). The report's ``tool_match`` says what was measured and decided.
+    """
+    _, held_rows = _rows(group)
+    option = group.names.index(wire.NOUL_OPTIONS[0])
+    texts = [group.texts[i] for i in held_rows]
+    x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
+    so_far = _blend_logits(taught, x_held, head_held, p_held, texts)
+    raw = match_features(texts, embed)
+    mean, scale = raw.mean(0), raw.std(0).clamp(min=1e-3)
+    weights, bias = _fit_option_part(so_far, (raw - mean) / scale, option, p_held, y_held)
+    part = ToolMatch(group.names[option], tuple(round(w, 6) for w in weights), round(bias, 6),
+                     tuple(round(m, 6) for m in mean.tolist()), tuple(round(s, 6) for s in scale.tolist()))
+    with_tools = _scores(so_far + part.logits(raw, option, len(group.names)), p_held, y_held)
+    without = taught.report["held_out_taught"]
+    kept = with_tools["nll"] <= without["nll"] * (1.0 - TOOL_MATCH_MIN_GAIN)
+    taught.report["tool_match"] = {"kept": kept, "option": part.option, "features": list(TOOL_FEATURES),
+                                   "weight": list(part.weight), "bias": part.bias,
+                                   "held_out_listing_tools": round(float((raw[:, 2] > 0).float().mean()), 4),
+                                   "held_out_without_tool_match": without, "held_out_with_tool_match": with_tools}
+    if not kept:
+        return taught
+    return replace(taught, tool_match=part, report={**taught.report, "held_out_taught": with_tools})
 
 
 def refit_on_all(group: _Group, taught: TaughtQuestion, settings: TeachSettings | None = None) -> TaughtQuestion:
@@ -496,6 +547,7 @@ def teach(
     lexical: bool = True,
     neighbours: bool = True,
     catch_all: Sequence[str] = (),
+    tool_match: bool = True,
     refit: bool = True,
     seed: int = 0,
     progress: bool = True,
@@ -512,7 +564,8 @@ def teach(
     blend where it lowers the held-out NLL (``add_lexical``), with ``neighbours`` the label vote
     of the nearest taught records (``add_neighbours``), and on every option named in ``catch_all``
     (labels meaning "none of these") a novelty part (``add_novelty``: how unlike the other options'
-    records the state is). With ``refit`` (the default), once every choice is made on the held-out
+    records the state is); with ``tool_match``, on a yes/no question whose states list tools, how well
+    the request matches the best listed tool (``add_tool_match``). With ``refit`` (the default), once every choice is made on the held-out
     records, the parts are fitted again on all records (``refit_on_all``).
 
     Example:
@@ -550,7 +603,7 @@ def teach(
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
         taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical, neighbours=neighbours, refit=refit,
-                           catch_all=catch_all)
+                           catch_all=catch_all, embed=model.engine.embed_frozen if tool_match else None)
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
