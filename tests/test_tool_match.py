@@ -227,7 +227,8 @@ def test_tools_state_lists_tools_the_way_the_part_reads_them():
     state = tools_state([refund, schema], [HumanMessage("I was charged twice"), AIMessage("Which order?"), HumanMessage("order 12")])
     tools, request = split_tool_listing(state)
     assert tools == ["refund: Send the money of an order back to the customer.", "track: Where a parcel is now."]
-    assert request == "human: I was charged twice\nai: Which order?\nhuman: order 12"
+    assert request == "user: I was charged twice\nassistant: Which order?\nuser: order 12"
+    assert tools_state([refund], "plain text request").endswith("Conversation:\nplain text request")
     with pytest.raises(ValueError, match="needs at least one tool"):
         tools_state([], "hello")
     # the question the shipped mini is taught on bfcl_relevance, so its taught weights answer it
@@ -258,4 +259,4 @@ def test_a_gate_asks_the_tool_question_of_the_rendered_listing():
                         input=lambda state: tools_state([track], state["messages"]))
     update = gate.invoke({"messages": [HumanMessage("where is order 7?")]})
     decision = update["decisions"]["tools?"]["route"]["call_tool"]
-    assert decision["label"] is True and seen[0].endswith("human: where is order 7?")
+    assert decision["label"] is True and seen[0].endswith("user: where is order 7?")

@@ -66,9 +66,14 @@ TOOL_RELEVANCE_QUESTION = Noul(
 directly; the shipped ``mini`` is taught this question, with its request–tool match part."""
 
 
+OPENAI_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
 def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any]], messages: Any) -> str:
     """A state that lists tools (one JSON function schema per line) above the conversation: the
     layout the request–tool match of taught yes/no questions reads (``clef_agents.model.tool_match``).
+    Messages are written ``role: content`` with the roles of function-calling APIs (user, assistant,
+    system, tool), as in the bfcl_relevance records the shipped ``mini`` was taught on.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
@@ -80,14 +85,22 @@ def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any
         {"name": "get_weather", "description": "Current weather for a city.", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}
         <BLANKLINE>
         Conversation:
-        human: rain in Oslo?
+        user: rain in Oslo?
     """
     from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415
 
     if not tools:
         raise ValueError("tools_state needs at least one tool (a BaseTool, a function or a JSON schema dict), got none")
     lines = [json.dumps(convert_to_openai_tool(tool)["function"], ensure_ascii=False) for tool in tools]
-    return "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + wire.state_text(messages)
+    return "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + _conversation_text(messages)
+
+
+def _conversation_text(messages: Any) -> str:
+    if isinstance(messages, BaseMessage):
+        messages = [messages]
+    if isinstance(messages, Sequence) and not isinstance(messages, str) and messages and all(isinstance(m, BaseMessage) for m in messages):
+        return "\n".join(f"{OPENAI_ROLES.get(m.type, m.type)}: {wire.content_text(m.content)}" for m in messages)
+    return wire.state_text(messages)
 
 
 # --------------------------------------------------------------------------- the decision model as a tool
