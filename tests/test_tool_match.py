@@ -260,3 +260,22 @@ def test_a_gate_asks_the_tool_question_of_the_rendered_listing():
     update = gate.invoke({"messages": [HumanMessage("where is order 7?")]})
     decision = update["decisions"]["tools?"]["route"]["call_tool"]
     assert decision["label"] is True and seen[0].endswith("user: where is order 7?")
+
+
+def test_a_batch_encodes_all_its_requests_in_one_call_and_answers_as_one_by_one(tool_taught, monkeypatch):
+    model, _ = tool_taught
+    engine = model.engine
+    records = tool_records(10, 26)
+    requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
+    one_by_one = [model.batch([request])[0].answers["call"].noul for request in requests]
+    calls = []
+    real = engine.embed_frozen
+
+    def counting(texts, cache=True):
+        calls.append((len(texts), cache))
+        return real(texts, cache)
+
+    monkeypatch.setattr(engine, "embed_frozen", counting)
+    together = [response.answers["call"].noul for response in model.batch(requests)]
+    assert [call for call in calls if not call[1]] == [(10, False)]  # the ten requests, in one encoder call
+    assert together == pytest.approx(one_by_one, abs=1e-5)

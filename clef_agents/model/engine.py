@@ -27,6 +27,7 @@ from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.head import OPTION_TYPES, OptionCache, RoutingHead, level_positions
 from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, mean_pool, pool_features
+from clef_agents.model.tool_match import match_features
 
 SCHEMA_CACHE_SIZE = 8192
 TEXT_CACHE_SIZE = 32768
@@ -534,6 +535,7 @@ class DecisionEngine:
         cal = self.config.calibration
         if features is not None and taught is None:
             taught = self.taught_entries(questions)
+        tools = self._tool_features(batch, taught) if features is not None and taught is not None else {}
         out: list[list[torch.Tensor]] = []
         for i, row in enumerate(batch.spans):
             row_out = []
@@ -543,7 +545,8 @@ class DecisionEngine:
                 if entry is not None:
                     state = features[entry.features][i].to(entry.weight.device)
                     text = batch.texts[i] if batch.texts else None
-                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, self.embed_frozen)
+                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, self.embed_frozen,
+                                           tools=tools.get(i))
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
@@ -553,6 +556,14 @@ class DecisionEngine:
                     row_out.append(F.log_softmax(z / t, dim=-1))
             out.append(row_out)
         return out
+
+    def _tool_features(self, batch: EncodedBatch, taught: list[list[TaughtQuestion | None]]) -> dict[int, torch.Tensor]:
+        """``tool_match.match_features`` of every request one of whose taught questions has a tool-match
+        part, by request index: one batched encoder call for all of their requests."""
+        rows = [i for i, entries in enumerate(taught) if any(e is not None and e.tool_match is not None for e in entries)]
+        if not rows or not batch.texts:
+            return {}
+        return dict(zip(rows, match_features([batch.texts[i] for i in rows], self.embed_frozen)))
 
     def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught weights that answer this question, or None (not taught, or an option never taught)."""

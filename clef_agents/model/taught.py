@@ -203,11 +203,12 @@ class TaughtQuestion:
                              f"options but {len(self.names)} names")
 
     def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str], text: str | None = None,
-               embed: Embed | None = None) -> torch.Tensor | None:
+               embed: Embed | None = None, tools: torch.Tensor | None = None) -> torch.Tensor | None:
         """Blended logits over ``names`` (in that order), or None when a name was never taught.
 
         ``text`` is the state text; questions taught with a lexical or a tool-match part need it, and
-        the tool-match part also ``embed`` (the frozen encoder, see ``tool_match.Embed``).
+        the tool-match part also ``embed`` (the frozen encoder, see ``tool_match.Embed``) unless
+        ``tools``, the state's ``tool_match.match_features``, were computed already.
         """
         try:
             rows = [self._index[name] for name in names]
@@ -218,8 +219,7 @@ class TaughtQuestion:
         head = head_logits.new_zeros((*head_logits.shape[:-1], len(self.names)))
         head[..., rows] = head_logits
         lexical = self.lexical.logits(text) if self.lexical is not None else None
-        tools = None
-        if self.tool_match is not None:
+        if self.tool_match is not None and tools is None:
             if text is None or embed is None:
                 raise ValueError(f"taught question {self.instructions!r} compares the request with the listed tools "
                                  "(tool-match part) and needs the state text and the encoder")
