@@ -278,4 +278,4 @@ def test_a_batch_encodes_all_its_requests_in_one_call_and_answers_as_one_by_one(
     monkeypatch.setattr(engine, "embed_frozen", counting)
     together = [response.answers["call"].noul for response in model.batch(requests)]
     assert [call for call in calls if not call[1]] == [(10, False)]  # the ten requests, in one encoder call
-    assert together == pytest.approx(one_by_one, abs=1e-5)
+    assert together == pytest.approx(one_by_one, abs=1e-4)  # padded together vs alone: float noise in every pass
