@@ -230,23 +230,26 @@ def content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False, default=str)
 
 
-def state_text(state: Any) -> str:
+def state_text(state: Any, roles: Mapping[str, str] | None = None) -> str:
     """Render a state (string, object, array, LangChain messages at any depth) as text.
 
-    Messages become ``role: content`` lines so a chat transcript reads like one.
+    Messages become ``role: content`` lines so a chat transcript reads like one; ``roles`` renames
+    message types (e.g. ``{"human": "user", "ai": "assistant"}``), others keep their type.
 
     Example:
         >>> from langchain_core.messages import HumanMessage
         >>> state_text([HumanMessage("my card is lost")])
         'human: my card is lost'
+        >>> state_text([HumanMessage("my card is lost")], roles={"human": "user"})
+        'user: my card is lost'
     """
     if isinstance(state, str):
         return state
     if isinstance(state, BaseMessage):
-        return _message_text(state)
+        return _message_text(state, roles)
     if _is_message_list(state):
-        return "\n".join(_message_text(m) for m in state)
-    return json.dumps(_jsonable_state(state), ensure_ascii=False)
+        return "\n".join(_message_text(m, roles) for m in state)
+    return json.dumps(_jsonable_state(state, roles), ensure_ascii=False)
 
 
 def _is_message_list(value: Any) -> bool:
@@ -255,18 +258,18 @@ def _is_message_list(value: Any) -> bool:
     )
 
 
-def _message_text(message: BaseMessage) -> str:
+def _message_text(message: BaseMessage, roles: Mapping[str, str] | None = None) -> str:
     content = message.content if isinstance(message.content, str) else content_text(message.content)
-    return f"{message.type}: {content}"
+    return f"{(roles or {}).get(message.type, message.type)}: {content}"
 
 
-def _jsonable_state(value: Any) -> Any:
+def _jsonable_state(value: Any, roles: Mapping[str, str] | None = None) -> Any:
     if isinstance(value, BaseMessage):
-        return _message_text(value)
+        return _message_text(value, roles)
     if isinstance(value, Mapping):
-        return {str(k): _jsonable_state(v) for k, v in value.items()}
+        return {str(k): _jsonable_state(v, roles) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str):
-        return [_jsonable_state(v) for v in value]
+        return [_jsonable_state(v, roles) for v in value]
     return value
 
 

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 
 from clef_agents.model.decision_model import shipped_checkpoint
+from clef_agents.train.cli import kept_parts
 from clef_agents.train.datasets import DATASETS
 from clef_agents.train.recipes import MINI_MIXTURE, TRAIN_SPLIT_OVERRIDES
 
@@ -103,11 +104,8 @@ def taught_lines(taught: dict | None) -> list[str]:
     for text, r in taught["questions"].items():
         if "skipped" in r:
             continue
-        words = "yes" if r.get("lexical", {}).get("kept") else "no"
-        neighbours = f"k={r['neighbours']['k']}" if r.get("neighbours", {}).get("kept") else "no"
-        novelty = f"on {r['novelty']['option']!r}" if r.get("novelty", {}).get("kept") else "no"
-        tools = "yes" if r.get("tool_match", {}).get("kept") else "no"
-        lines.append(f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {words} | {neighbours} | {novelty} | {tools} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
+        parts = " | ".join(kept_parts(r).values())
+        lines.append(f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {parts} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
     return [*lines, ""]
 
 

@@ -92,15 +92,7 @@ def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any
     if not tools:
         raise ValueError("tools_state needs at least one tool (a BaseTool, a function or a JSON schema dict), got none")
     lines = [json.dumps(convert_to_openai_tool(tool)["function"], ensure_ascii=False) for tool in tools]
-    return "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + _conversation_text(messages)
-
-
-def _conversation_text(messages: Any) -> str:
-    if isinstance(messages, BaseMessage):
-        messages = [messages]
-    if isinstance(messages, Sequence) and not isinstance(messages, str) and messages and all(isinstance(m, BaseMessage) for m in messages):
-        return "\n".join(f"{OPENAI_ROLES.get(m.type, m.type)}: {wire.content_text(m.content)}" for m in messages)
-    return wire.state_text(messages)
+    return "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + wire.state_text(messages, roles=OPENAI_ROLES)
 
 
 # --------------------------------------------------------------------------- the decision model as a tool

@@ -545,8 +545,7 @@ class DecisionEngine:
                 if entry is not None:
                     state = features[entry.features][i].to(entry.weight.device)
                     text = batch.texts[i] if batch.texts else None
-                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, self.embed_frozen,
-                                           tools=tools.get(i))
+                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, tools=tools.get(i))
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b

@@ -280,6 +280,21 @@ def _parse_priors(items: list[str]) -> dict[str, float]:
     return priors
 
 
+def kept_parts(report: dict[str, Any]) -> dict[str, str]:
+    """What joined a taught question's blend, as the teach table and the model card show it.
+
+    Example:
+        >>> kept_parts({"lexical": {"kept": True}, "neighbours": {"kept": True, "k": 25}, "novelty": {"kept": False}})
+        {'words': 'yes', 'neighbours': 'k=25', 'novelty': 'no', 'tools': 'no'}
+    """
+    return {
+        "words": "yes" if report.get("lexical", {}).get("kept") else "no",
+        "neighbours": f"k={report['neighbours']['k']}" if report.get("neighbours", {}).get("kept") else "no",
+        "novelty": f"on {report['novelty']['option']!r}" if report.get("novelty", {}).get("kept") else "no",
+        "tools": "yes" if report.get("tool_match", {}).get("kept") else "no",
+    }
+
+
 def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
     lines = ["| question | records | features | words | neighbours | novelty | tools | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
              "|---|---:|---|---|---|---|---|---:|---:|---|"]
@@ -288,11 +303,8 @@ def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
             lines.append(f"| {text[:60]} | {r['records']} | | | | | | skipped: {r['skipped']} | | |")
             continue
         head, taught = r["held_out_head"], r["held_out_taught"]
-        words = "yes" if r.get("lexical", {}).get("kept") else "no"
-        neighbours = f"k={r['neighbours']['k']}" if r.get("neighbours", {}).get("kept") else "no"
-        novelty = f"on {r['novelty']['option']!r}" if r.get("novelty", {}).get("kept") else "no"
-        tools = "yes" if r.get("tool_match", {}).get("kept") else "no"
-        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {words} | {neighbours} | {novelty} | {tools} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        parts = " | ".join(kept_parts(r).values())
+        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {parts} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
     return "\n".join(lines)
 
 
