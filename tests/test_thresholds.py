@@ -31,6 +31,7 @@ from clef_agents.thresholds import (
 )
 from clef_agents.thresholds.cli import add_lane_arguments, run_lane_fit
 from clef_agents.thresholds.curves import threshold_curve
+from clef_agents.thresholds.planning import critical_errors, planning_table, records_needed, single_test_power
 
 SPLITS = 200
 DELTA = 0.1
@@ -258,6 +259,9 @@ def test_cli_fits_writes_a_loadable_policy_and_a_report(tmp_path, capsys):
     assert report["questions"]["team"]["auto_at"] == policy.questions["team"].auto_at
     assert curves["team"]["rows"] and (tmp_path / "report" / "curves_team.png").stat().st_size > 10_000
     assert "cost/1k" in capsys.readouterr().out
+    planning = report["questions"]["team"]["planning"]
+    assert [row["share"] for row in planning] == [0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95]
+    assert "planning" not in policy.questions["team"].fit
 
 
 def test_cli_runs_a_model_when_records_carry_no_predictions(tmp_path):
@@ -289,3 +293,65 @@ def test_the_cli_module_loads_without_numpy():
     code = "import sys, clef_agents.thresholds.cli; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@pytest.mark.parametrize("accepted,target,delta", [(230, 0.01, 0.1), (1155, 0.01, 0.1), (5000, 0.02, 0.05), (40, 0.1, 0.2)])
+def test_critical_errors_is_the_last_count_the_exact_test_rejects_at(accepted, target, delta):
+    k = critical_errors(accepted, target, delta)
+    assert binomial_cdf(k, accepted, target) <= delta < binomial_cdf(k + 1, accepted, target)
+
+
+def test_too_few_accepted_answers_have_no_critical_count_and_no_power():
+    assert critical_errors(min_accepted_for(0.01, 0.1) - 1, 0.01, 0.1) == -1
+    assert single_test_power(100, 0.0, 0.01, 0.1) == 0.0
+
+
+def test_test_power_matches_simulated_tests():
+    rng = np.random.default_rng(3)
+    accepted, error = 1155, 0.0074
+    k = critical_errors(accepted, 0.01, 0.1)
+    simulated = float((rng.binomial(accepted, error, size=20_000) <= k).mean())
+    assert abs(simulated - single_test_power(accepted, error, 0.01, 0.1)) < 0.015
+
+
+def test_records_needed_reaches_the_power_and_ten_percent_fewer_do_not():
+    n = records_needed(0.006, 0.7, 0.01, 0.1, power=0.8, pilot_fraction=0.1)
+    usable = 0.7 * 0.9
+    assert single_test_power(int(usable * n), 0.006, 0.01, 0.1) >= 0.8
+    assert single_test_power(int(usable * 0.9 * n), 0.006, 0.01, 0.1) < 0.8
+
+
+def test_records_needed_is_none_when_the_error_is_not_below_the_target():
+    assert records_needed(0.01, 0.5, 0.01, 0.1) is None
+    assert records_needed(0.02, 0.5, 0.01, 0.1) is None
+
+
+@pytest.mark.parametrize("kwargs", [{"power": 1.5}, {"coverage": -0.1}, {"target": 0.0}, {"pilot_fraction": 1.0}])
+def test_records_needed_refuses_rates_outside_their_range(kwargs):
+    args = {"error_rate": 0.001, "coverage": 0.5, "target": 0.01, "delta": 0.1, **kwargs}
+    with pytest.raises(ValueError, match="must lie"):
+        records_needed(**args)
+
+
+def test_planning_table_reads_the_error_at_each_share_from_the_ranked_records():
+    scores = np.linspace(1.0, 0.0, 1000, endpoint=False)
+    correct = np.ones(1000, dtype=bool)
+    correct[[100, 650]] = False  # one error in the top half, another by 65 %
+    rows = planning_table(scores, correct, 0.01, 0.1, shares=[0.5, 0.7])
+    assert [r["error"] for r in rows] == [0.002, round(2 / 700, 6)]
+    assert rows[0]["power_now"] == round(single_test_power(450, 0.002, 0.01, 0.1), 4)
+    assert rows[0]["records_needed"]["0.8"] == records_needed(0.002, 0.5, 0.01, 0.1, power=0.8)
+    assert all(set(r["records_needed"]) == {"0.5", "0.8"} for r in rows)
+
+
+def test_cli_prints_the_records_larger_shares_would_need(tmp_path, capsys):
+    records = tmp_path / "labelled.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(1500, seed=2)))
+    args = _parser(existing=True).parse_args(["--records", str(records), "--max-auto-error", "0.01", "--policy-out",
+                                              str(tmp_path / "lanes.json")])
+    assert run_lane_fit(args) == 0
+    out = capsys.readouterr().out
+    assert "more labels?" in out and "n, 80% power" in out

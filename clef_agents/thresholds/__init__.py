@@ -18,6 +18,7 @@ from typing import Any
 
 _EXPORTS = {
     "fit": ("METHOD", "BandFit", "Costs", "HumanRule", "LaneFit", "LaneShares", "fit_band", "fit_lanes", "lane_shares"),
+    "planning": ("critical_errors", "planning_table", "records_needed", "single_test_power"),
     "records": ("PROBABILITIES_KEY", "ROUTE_KEY", "DecisionSample", "decision_samples", "load_decision_records",
                 "predict_probabilities", "probability_vector", "with_probabilities"),
     "stats": ("ShareFit", "ThresholdFit", "binomial_cdf", "clopper_pearson_upper", "error_p_value",

@@ -161,7 +161,29 @@ def _summary(report: dict[str, Any]) -> str:
             lines.append(_row(label, s) if "auto_at" in s else f"{label:<24}{s['n']:>7}  → pooled band ({s['reason']})")
         if not q["certified"]:
             lines.append(f"  ! {qid}: {q.get('reason', 'not certified')}; nothing is decided automatically")
-    return "\n".join(lines)
+    return "\n".join(lines + _planning_lines(report))
+
+
+def _planning_lines(report: dict[str, Any]) -> list[str]:
+    """For each question, the larger automatic shares: their measured error and the labelled records
+    one test there would need (the fixed sequence needs at least that many; see thresholds.planning)."""
+    rows = [(qid, row) for qid, q in report["questions"].items() for row in q.get("planning", [])
+            if row["share"] > q["coverage"] + 1e-9]
+    if not rows:
+        return []
+    powers = list(rows[0][1]["records_needed"])
+    lines = [
+        "more labels? records a single test would need at each larger automatic share, at the error measured there",
+        f"{'question':<24}{'share %':>8}{'err %':>8}{'power now':>11}" + "".join(f"{'n, ' + format(float(p), '.0%') + ' power':>16}" for p in powers),
+    ]
+    for qid, row in rows:
+        needed = "".join(f"{_count(row['records_needed'][p]):>16}" for p in powers)
+        lines.append(f"{qid:<24}{100 * row['share']:>8.0f}{100 * row['error']:>8.2f}{row['power_now']:>11.2f}{needed}")
+    return lines
+
+
+def _count(value: int | None) -> str:
+    return "never" if value is None else f"{value:,}"
 
 
 def _row(name: str, q: dict[str, Any]) -> str:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 
 from clef_agents.policy import Band, LanePolicy, QuestionBands
+from clef_agents.thresholds.planning import planning_table
 from clef_agents.thresholds.records import DecisionSample
 from clef_agents.thresholds.stats import ThresholdFit, fit_error_threshold, fit_share_threshold, min_accepted_for
 
@@ -243,7 +244,9 @@ def fit_lanes(
         policy.questions[qid] = QuestionBands(
             auto_at=pooled.band.auto_at, human_below=pooled.band.human_below, slices=slice_bands, fit=meta
         )
-        report["questions"][qid] = {"auto_at": pooled.band.auto_at, "human_below": pooled.band.human_below, **meta}
+        report["questions"][qid] = {"auto_at": pooled.band.auto_at, "human_below": pooled.band.human_below, **meta,
+                                    "planning": planning_table(sample.scores, sample.correct, max_auto_error, delta,
+                                                               pilot_fraction=pilot_fraction)}
     policy.meta.update({"fitted_by": "clef_agents.thresholds", "method": METHOD, "max_auto_error": max_auto_error,
                         "confidence": confidence, "costs": asdict(costs), "human_rule": asdict(human)})
     return LaneFit(policy=policy, report=report, fits=fits)
