@@ -191,6 +191,15 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
     one = ClefDecisionModel.from_pretrained(tmp_path / "m1")
     assert {e.features for e in one.engine.taught.questions.values()} == {"mean1"}
     assert one.config.data_card["taught"]["command"].endswith("--features mean1")
+    urgent = tmp_path / "urgent.jsonl"
+    urgent.write_text("".join(json.dumps({**r, "questions": {"urgent": r["questions"]["urgent"]},
+                                           "labels": {"urgent": r["labels"]["urgent"]}}) + "\n" for r in tiny_records(100, 11)))
+    assert main(["teach", "--model", str(tmp_path / "taught"), "--records", str(urgent), "--out", str(tmp_path / "again"),
+                 "--threads", "1", "--no-progress"]) == 0
+    again = ClefDecisionModel.from_pretrained(tmp_path / "again").config.data_card["taught"]
+    assert set(again["questions"]) == {"which team", "is this urgent", "how angry"}  # earlier questions keep their reports
+    assert again["questions"]["is this urgent"] == json.loads((tmp_path / "again" / "teach_report.json").read_text())["is this urgent"]
+    assert [e["command"] for e in again["earlier"]] == [card["command"]] and again["command"].endswith("--records " + str(urgent))
 
 
 def load_without_part(model, folder, part: str):

@@ -122,7 +122,8 @@ def test_teaching_adds_the_tool_match_where_the_request_pairs_with_a_listed_tool
     report = reports["should a listed tool be called"]
     part = report["tool_match"]
     assert part["kept"] is True and part["option"] == "yes" and part["held_out_listing_tools"] == 1.0
-    assert part["weight"][0] > 0  # the closer the best listed tool, the likelier a call
+    by_kind = part["held_out_by_kind"]
+    assert set(by_kind) == {"coverage", "cosine"} and by_kind[part["kind"]]["nll"] == min(k["nll"] for k in by_kind.values())
     assert part["held_out_with_tool_match"]["nll"] <= part["held_out_without_tool_match"]["nll"] * (1 - TOOL_MATCH_MIN_GAIN)
     assert report["held_out_taught"] == part["held_out_with_tool_match"]
     (key, entry), = model.engine.taught.questions.items()
@@ -148,7 +149,7 @@ def test_tool_match_answers_survive_save_and_load(tool_taught, tmp_path):
     model, _ = tool_taught
     folder = model.save_pretrained(tmp_path / "tools")
     (entry,) = json.loads((folder / "taught.json").read_text()).values()
-    assert set(entry["tool_match"]) == {"option", "weight", "bias", "mean", "scale"}
+    assert set(entry["tool_match"]) == {"option", "weight", "bias", "mean", "scale", "kind"}
     reloaded = ClefDecisionModel.from_pretrained(folder)
     records = tool_records(40, 23)
     requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
@@ -156,6 +157,90 @@ def test_tool_match_answers_survive_save_and_load(tool_taught, tmp_path):
     for a, b in zip(before, after):
         assert b.extensions["x_taught"] == ["call"]
         assert a.answers["call"].noul == pytest.approx(b.answers["call"].noul, abs=1e-5)  # tool vectors embedded in other batches
+
+
+def test_both_kinds_of_part_survive_save_and_load_and_old_parts_load_as_cosine(tool_taught, tmp_path):
+    from dataclasses import replace
+
+    from safetensors.torch import load_file
+
+    from clef_agents.model.taught import TaughtQuestions
+    from clef_agents.model.tool_match import ToolMatch
+
+    model, _ = tool_taught
+    (key, entry), = model.engine.taught.questions.items()
+    idf = torch.tensor([0.5, 1.5, 2.0])
+    coverage = ToolMatch("yes", (1.0, -0.5, 0.25, 2.0), 0.1, (0.5,) * 4, (0.2,) * 4, kind="coverage", idf=idf)
+    cosine = ToolMatch("yes", (1.0, 0.0, -0.5), 0.2, (0.5, 0.4, 1.0), (0.1, 0.1, 0.5))
+    for part in (coverage, cosine):
+        folder = tmp_path / part.kind
+        folder.mkdir()
+        TaughtQuestions({key: replace(entry, tool_match=part)}).save(folder)
+        loaded = TaughtQuestions.load(folder).questions[key].tool_match
+        assert loaded == part and (loaded.idf is None) == (part.kind == "cosine")
+        assert (f"{key}.tool_idf" in load_file(str(folder / "taught.safetensors"))) == (part.kind == "coverage")
+    if loaded.idf is None:
+        torch.testing.assert_close(TaughtQuestions.load(tmp_path / "coverage").questions[key].tool_match.idf, idf)
+    index = json.loads((tmp_path / "cosine" / "taught.json").read_text())
+    del index[key]["tool_match"]["kind"]  # as saved before the coverage kind existed
+    (tmp_path / "cosine" / "taught.json").write_text(json.dumps(index))
+    assert TaughtQuestions.load(tmp_path / "cosine").questions[key].tool_match.kind == "cosine"
+
+
+def test_the_coverage_kind_checks_its_kind_and_needs_its_idf():
+    from clef_agents.model.tool_match import ToolMatch
+
+    with pytest.raises(ValueError, match="unknown kind 'jaccard'; allowed: cosine, coverage"):
+        ToolMatch("yes", (1.0,) * 3, 0.0, (0.0,) * 3, (1.0,) * 3, kind="jaccard")
+    with pytest.raises(ValueError, match="need 4 values each"):
+        ToolMatch("yes", (1.0,) * 3, 0.0, (0.0,) * 3, (1.0,) * 3, kind="coverage", idf=torch.ones(3))
+    with pytest.raises(ValueError, match="needs its token IDF weights"):
+        ToolMatch("yes", (1.0,) * 4, 0.0, (0.0,) * 4, (1.0,) * 4, kind="coverage")
+
+
+def test_coverage_features_weigh_request_tokens_by_idf_and_read_each_tool():
+    from clef_agents.model.tool_match import coverage_features, fit_token_idf, token_weights
+
+    # token ids: 0 "the", 1 "circle", 2 "triangle", 3 "area"; one-hot vectors, so a token matches only itself
+    vocabulary = {"the": 0, "circle": 1, "triangle": 2, "area": 3}
+    calls = []
+
+    def embed_tokens(texts, cache):
+        calls.append(cache)
+        out = []
+        for text in texts:
+            ids = torch.tensor([vocabulary[w] for w in text.replace(":", "").split() if w in vocabulary])
+            out.append((ids, torch.eye(4)[ids]))
+        return out
+
+    states = ['{"name": "triangle", "description": "the area"}\nthe circle area',
+              '{"name": "circle", "description": "the area"}\nthe circle area',
+              "the circle area"]
+    idf = fit_token_idf(states, lambda texts: [[vocabulary[w] for w in t.replace(":", "").split() if w in vocabulary] for t in texts])
+    assert idf[0] < idf[1] and idf[0] < idf[2]  # "the" is in every document
+    weights = token_weights(torch.tensor([0, 1, 3]), idf)
+    assert weights.sum().item() == pytest.approx(1.0) and weights[0] < weights[1]
+    features = coverage_features(states, embed_tokens, idf)
+    assert features[2].tolist() == [0.0] * 4  # no tool listed
+    assert features[1, 0].item() == pytest.approx(1.0) and features[1, 1].item() == pytest.approx(1.0)
+    assert features[0, 0].item() == pytest.approx(1.0 - weights[1].item())  # "circle" is not covered by the triangle tool
+    assert calls == [True, False]  # tools cached, requests not
+
+
+def test_the_token_cache_keeps_the_most_recent_tool_texts(encoder_dir, monkeypatch):
+    import clef_agents.model.engine as engine_module
+
+    engine = make_model(encoder_dir).engine
+    engine.clear_caches()
+    monkeypatch.setattr(engine_module, "TOKEN_CACHE_SIZE", 2)
+    first = engine.embed_tokens_frozen(["card lost", "refund money"])
+    engine.embed_tokens_frozen(["card lost", "spam prize"])
+    assert list(engine._token_cache) == ["card lost", "spam prize"]
+    (ids, vectors), = engine.embed_tokens_frozen(["refund money"], cache=False)
+    torch.testing.assert_close(ids, first[1][0])
+    torch.testing.assert_close(vectors, first[1][1], atol=2e-3, rtol=0)  # the cache keeps half precision
+    assert ids.tolist() == engine.token_ids(["refund money"])[0]
+    assert torch.linalg.vector_norm(vectors, dim=-1).tolist() == pytest.approx([1.0] * len(ids), abs=1e-5)
 
 
 def test_the_part_is_tried_only_on_yes_no_questions_whose_states_list_tools(encoder_dir):
@@ -269,13 +354,15 @@ def test_a_batch_encodes_all_its_requests_in_one_call_and_answers_as_one_by_one(
     requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
     one_by_one = [model.batch([request])[0].answers["call"].noul for request in requests]
     calls = []
-    real = engine.embed_frozen
 
-    def counting(texts, cache=True):
-        calls.append((len(texts), cache))
-        return real(texts, cache)
+    def counting(real):
+        def wrapped(texts, cache=True):
+            calls.append((len(texts), cache))
+            return real(texts, cache)
+        return wrapped
 
-    monkeypatch.setattr(engine, "embed_frozen", counting)
+    monkeypatch.setattr(engine, "embed_frozen", counting(engine.embed_frozen))
+    monkeypatch.setattr(engine, "embed_tokens_frozen", counting(engine.embed_tokens_frozen))
     together = [response.answers["call"].noul for response in model.batch(requests)]
     assert [call for call in calls if not call[1]] == [(10, False)]  # the ten requests, in one encoder call
     assert together == pytest.approx(one_by_one, abs=1e-4)  # padded together vs alone: float noise in every pass

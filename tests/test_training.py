@@ -55,7 +55,7 @@ def test_loss_falls_and_the_pipeline_round_trips(encoder_dir, tmp_path):
 
     report = evaluate_records(model, held_out, progress=False)
     for kind in ("noul", "choice", "score"):
-        for key in ("accuracy", "macro_f1", "nll", "brier", "ece", "coverage_at_95", "coverage_at_99"):
+        for key in ("accuracy", "macro_f1", "nll", "brier", "ece", "ece_noise", "coverage_at_95", "coverage_at_99"):
             assert key in report[kind]["calibrated"]
     assert report["choice"]["calibrated"]["accuracy"] > 0.8
     assert "mae_mode" in report["score"]["calibrated"] and "f1_yes" in report["noul"]["calibrated"]
@@ -218,3 +218,18 @@ def test_cli_stage_starts_from_a_checkpoint_without_the_match_path(encoder_dir, 
     stages = trained.config.data_card["stages"]
     assert [s["stage"] for s in stages] == ["full", "match"] and stages[0]["steps"] == 7
     assert "--stage match" in stages[1]["command"] and "--init" in stages[1]["command"]
+
+
+def test_ece_noise_floor_shrinks_with_more_answers_and_flags_real_miscalibration():
+    import numpy as np
+
+    from clef_agents.train.metrics import calibration_noise, ece_under_perfect_calibration
+
+    confidence = np.random.default_rng(7).uniform(0.5, 1.0, 500)
+    small = ece_under_perfect_calibration(confidence).mean()
+    large = ece_under_perfect_calibration(np.tile(confidence, 4)).mean()
+    assert large == pytest.approx(small / 2, rel=0.2)  # sampling noise falls as 1 / sqrt(n)
+    assert np.array_equal(ece_under_perfect_calibration(confidence), ece_under_perfect_calibration(confidence))
+    honest = calibration_noise(confidence, observed_ece=small)
+    assert 0.2 < honest["p_value"] < 0.8 and honest["mean"] < honest["p95"]
+    assert calibration_noise(confidence, observed_ece=0.2)["p_value"] == 0.0

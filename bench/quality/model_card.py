@@ -87,7 +87,9 @@ def taught_lines(taught: dict | None) -> list[str]:
     if not taught:
         return []
     lines = [
-        f"Then taught (`{taught['command']}`, {taught['seconds'] / 60:.0f} min on 2 cores; adapter and head unchanged):"
+        "Then taught ("
+        + "".join(f"`{e['command']}`, {e['seconds'] / 60:.0f} min; then " for e in taught.get("earlier", []))
+        + f"`{taught['command']}`, {taught['seconds'] / 60:.0f} min; on 2 cores; adapter and head unchanged):"
         " per question, a small network and a logistic regression on pooled token states (the last four layers' means and the"
         " last layer's max, or the last layer's mean alone, whichever has the lower held-out NLL), blended with the head's logits"
         " and, where each lowers the held-out NLL by 1 % or more, a TF-IDF logistic regression on the state's words (\"words\")"
@@ -109,6 +111,31 @@ def taught_lines(taught: dict | None) -> list[str]:
     return [*lines, ""]
 
 
+def ece_noise_note(m: dict) -> str:
+    """For a missed ECE target: the sampling-noise floor of a perfectly calibrated model, and p."""
+    noise = m.get("ece_noise")
+    if m["ece"] <= 0.02 or not noise:
+        return ""
+    return f" (perfectly calibrated: {noise['mean']:.3f} from noise alone, p = {noise['p_value']:.2f})"
+
+
+def ece_status(mini: dict) -> str:
+    """ECE <= 0.02 on which sets, and for the others the ECE noise alone would give a perfect model."""
+    met, missed = [], []
+    for name, by_kind in mini["datasets"].items():
+        if name not in TARGETS and name not in ("youtube_spam", "hate_offensive"):
+            continue  # the other rows are sets the model was not taught (when2call, held-out NLI sets)
+        _, entry = main_entry({k: v for k, v in by_kind.items() if k != "records"})
+        m = entry["calibrated"]
+        if m["ece"] <= 0.02:
+            met.append(name)
+        else:
+            noise = m.get("ece_noise")
+            floor = f": {noise['mean']:.3f} expected of a perfectly calibrated model, p = {noise['p_value']:.2f}" if noise else ""
+            missed.append(f"{name} ({m['ece']:.3f}{floor})")
+    return f"- ECE ≤ 0.02 met: {', '.join(met) or 'none'}; missed: {', '.join(missed) or 'none'}."
+
+
 def status_lines(mini: dict) -> list[str]:
     """Where the model stands against the ten-line baseline and the targets, from the results."""
     above, below, met, missed = [], [], [], []
@@ -126,6 +153,7 @@ def status_lines(mini: dict) -> list[str]:
     lines.append(f"- At or above the ten-line baseline: {', '.join(above) or 'none'}.")
     lines.append(f"- Below it: {', '.join(below) or 'none'}.")
     lines.append(f"- Quality targets met: {', '.join(met) or 'none'}; missed: {', '.join(missed) or 'none'}.")
+    lines.append(ece_status(mini))
     if below or missed:
         lines.append("- Fit lane thresholds on your own labelled decisions before automating with it"
                      " (`clef-agents calibrate --max-auto-error ...`).")
@@ -187,7 +215,9 @@ def render() -> str:
         "Baseline: frozen MiniLM embeddings + logistic regression per dataset (figures from issue 3).",
         "",
         "\"head alone\" is the same model answering without its taught weights (calibrated head); \"ECE before",
-        "calibration\" is the raw head.",
+        "calibration\" is the raw head. Where the ECE target is missed, the note gives the ECE a perfectly calibrated",
+        "model would show on the same confidences and number of answers (sampling noise alone; mean of 200 seeded",
+        "draws) and p, the share of those draws at or above the measured ECE.",
         "",
         "| dataset | type | n | accuracy | head alone | macro-F1 | NLL | Brier | ECE | ECE before calibration | cov@99% prec. | other | baseline | targets |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -204,7 +234,7 @@ def render() -> str:
         for key, goal in TARGETS.get(name, []):
             value = metric(m, key)
             goals.append(f"{key} ≥ {pct(goal)}: {'met' if value is not None and value >= goal else 'not met'}")
-        goals.append(f"ECE ≤ 0.02: {'met' if m['ece'] <= 0.02 else 'not met'}")
+        goals.append(f"ECE ≤ 0.02: {'met' if m['ece'] <= 0.02 else 'not met'}" + ece_noise_note(m))
         lines.append(
             f"| {name} | {kind} | {m['n']} | {pct(m['accuracy'])} | {pct(entry.get('head_calibrated', m)['accuracy'])} | {pct(m['macro_f1'])} | {num(m['nll'])} | {num(m['brier'])} | "
             f"{num(m['ece'])} | {num(entry['uncalibrated']['ece'])} | {pct(metric(m, 'coverage_at_99'))} | {other} | {base_text} | {'; '.join(goals)} |"

@@ -27,11 +27,13 @@ from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.head import OPTION_TYPES, OptionCache, RoutingHead, level_positions
 from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, mean_pool, pool_features
-from clef_agents.model.tool_match import match_features
+from clef_agents.model.tool_match import TOKEN_MAX_LENGTH, TokenStates
 
 SCHEMA_CACHE_SIZE = 8192
 TEXT_CACHE_SIZE = 32768
 """Frozen embeddings kept (option and instruction texts, tools listed in states); least recently used go first."""
+TOKEN_CACHE_SIZE = 4096
+"""Tool texts whose frozen token vectors are kept (half precision, at most ``TOKEN_MAX_LENGTH`` tokens each)."""
 HEAD_PRECISIONS = ("auto", "float32", "bfloat16")
 """How the head's attention blocks run at inference on a CPU: ``auto`` picks bfloat16 where the CPU
 computes it natively (AVX512-BF16 or AMX; about twice as fast with hundreds of options), else float32."""
@@ -182,6 +184,7 @@ class DecisionEngine:
         self.head.eval()
         self._schema_cache: OrderedDict[str, QuestionSchema] = OrderedDict()
         self._text_cache: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._token_cache: OrderedDict[str, TokenStates] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ construction
@@ -321,6 +324,46 @@ class DecisionEngine:
             hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
         return mean_pool(hidden, tokens["attention_mask"]).float().cpu()
 
+    def embed_tokens_frozen(self, texts: list[str], cache: bool = True) -> list[TokenStates]:
+        """Each text's token ids [L] and unit frozen-backbone token vectors [L, H] (adapters off, special
+        tokens left out, at most ``TOKEN_MAX_LENGTH`` tokens); with ``cache``, kept per text (LRU)."""
+        if not cache:
+            return [state for i in range(0, len(texts), FORWARD_CHUNK) for state in self._embed_tokens(texts[i : i + FORWARD_CHUNK])]
+        wanted = list(dict.fromkeys(texts))
+        with self._lock:
+            found = {t: self._token_cache[t] for t in wanted if t in self._token_cache}
+        missing = [t for t in wanted if t not in found]
+        for start in range(0, len(missing), FORWARD_CHUNK):
+            chunk = missing[start : start + FORWARD_CHUNK]
+            found.update(zip(chunk, ((ids, vectors.half()) for ids, vectors in self._embed_tokens(chunk))))
+        with self._lock:
+            for text in wanted:
+                self._token_cache[text] = found[text]
+                self._token_cache.move_to_end(text)
+            while len(self._token_cache) > TOKEN_CACHE_SIZE:
+                self._token_cache.popitem(last=False)
+        return [(found[t][0], found[t][1].float()) for t in texts]
+
+    @torch.no_grad()
+    def _embed_tokens(self, texts: list[str]) -> list[TokenStates]:
+        if not texts:
+            return []
+        tokens = self.backbone.tokenizer(
+            texts, padding=True, truncation=True, max_length=TOKEN_MAX_LENGTH, return_tensors="pt"
+        ).to(self.device)
+        with self._network_in_eval(), self._adapters_disabled():
+            hidden = F.normalize(self._hidden(tokens["input_ids"], tokens["attention_mask"]).float(), dim=-1).cpu()
+        ids = tokens["input_ids"].cpu()
+        keep = tokens["attention_mask"].cpu().bool() & ~torch.isin(ids, torch.tensor(self.backbone.tokenizer.all_special_ids))
+        return [(ids[i][keep[i]], hidden[i][keep[i]]) for i in range(len(texts))]
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """The token ids ``embed_tokens_frozen`` would read for each text (special tokens left out)."""
+        if not texts:
+            return []
+        return self.backbone.tokenizer(texts, add_special_tokens=False, truncation=True,
+                                       max_length=TOKEN_MAX_LENGTH - 2, verbose=False)["input_ids"]
+
     @contextmanager
     def _network_in_eval(self) -> Iterator[None]:
         """Dropout off for a block, then the network's previous mode back."""
@@ -359,6 +402,7 @@ class DecisionEngine:
         with self._lock:
             self._schema_cache.clear()
             self._text_cache.clear()
+            self._token_cache.clear()
 
     # ------------------------------------------------------------------ state
 
@@ -545,7 +589,9 @@ class DecisionEngine:
                 if entry is not None:
                     state = features[entry.features][i].to(entry.weight.device)
                     text = batch.texts[i] if batch.texts else None
-                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, tools=tools.get(i))
+                    part = entry.tool_match
+                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, encoder=self,
+                                           tools=tools.get((i, id(part))) if part is not None else None)
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
@@ -556,13 +602,22 @@ class DecisionEngine:
             out.append(row_out)
         return out
 
-    def _tool_features(self, batch: EncodedBatch, taught: list[list[TaughtQuestion | None]]) -> dict[int, torch.Tensor]:
-        """``tool_match.match_features`` of every request one of whose taught questions has a tool-match
-        part, by request index: one batched encoder call for all of their requests."""
-        rows = [i for i, entries in enumerate(taught) if any(e is not None and e.tool_match is not None for e in entries)]
-        if not rows or not batch.texts:
+    def _tool_features(self, batch: EncodedBatch, taught: list[list[TaughtQuestion | None]]) -> dict[tuple[int, int], torch.Tensor]:
+        """The tool-match features of every request one of whose taught questions has a tool-match part,
+        by (request index, ``id`` of the part): one batched encoder call per part for all of its requests."""
+        if not batch.texts:
             return {}
-        return dict(zip(rows, match_features([batch.texts[i] for i in rows], self.embed_frozen)))
+        rows_by_part: dict[int, tuple[Any, list[int]]] = {}
+        for i, entries in enumerate(taught):
+            for entry in entries:
+                if entry is not None and entry.tool_match is not None:
+                    part, rows = rows_by_part.setdefault(id(entry.tool_match), (entry.tool_match, []))
+                    if i not in rows:
+                        rows.append(i)
+        out: dict[tuple[int, int], torch.Tensor] = {}
+        for key, (part, rows) in rows_by_part.items():
+            out.update({(i, key): row for i, row in zip(rows, part.features([batch.texts[i] for i in rows], self))})
+        return out
 
     def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught weights that answer this question, or None (not taught, or an option never taught)."""

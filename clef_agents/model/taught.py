@@ -12,7 +12,7 @@ costs a few small matmuls) to its options, and blends them with the head's logit
     knn_j   = log of the similarity-weighted label vote of the nearest taught records (``neighbours``; optional)
     new_o   = a · (similarity to the nearest stored record of another option) + b, on one option o
               (``novelty``; optional, e.g. a catch-all "none of these"; 0 for every other option)
-    tool_y  = w · (standardised request–tool similarities) + b, on one option y of a yes/no question
+    tool_y  = w · (standardised request–tool match features) + b, on one option y of a yes/no question
               whose states list tools (``tool_match``; optional; see ``model.tool_match``)
     logit_j = alpha * net_j + gamma * lin_j + beta * head_logit_j + delta * lex_j + epsilon * knn_j + new_j + tool_j
 
@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.lexical import LexicalModel
 from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, novelty, quantise_bank
-from clef_agents.model.tool_match import Embed, ToolMatch, match_features
+from clef_agents.model.tool_match import ToolEncoder, ToolMatch
 
 TAUGHT_FILE = "taught.safetensors"
 FEATURES = "mean4+max"
@@ -203,12 +203,12 @@ class TaughtQuestion:
                              f"options but {len(self.names)} names")
 
     def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str], text: str | None = None,
-               embed: Embed | None = None, tools: torch.Tensor | None = None) -> torch.Tensor | None:
+               encoder: ToolEncoder | None = None, tools: torch.Tensor | None = None) -> torch.Tensor | None:
         """Blended logits over ``names`` (in that order), or None when a name was never taught.
 
         ``text`` is the state text; questions taught with a lexical or a tool-match part need it, and
-        the tool-match part also ``embed`` (the frozen encoder, see ``tool_match.Embed``) unless
-        ``tools``, the state's ``tool_match.match_features``, were computed already.
+        the tool-match part also ``encoder`` (the engine: its frozen encoder, see ``tool_match.ToolEncoder``)
+        unless ``tools``, the state's ``tool_match.features``, were computed already.
         """
         try:
             rows = [self._index[name] for name in names]
@@ -220,17 +220,17 @@ class TaughtQuestion:
         head[..., rows] = head_logits
         lexical = self.lexical.logits(text) if self.lexical is not None else None
         if self.tool_match is not None and tools is None:
-            if text is None or embed is None:
+            if text is None or encoder is None:
                 raise ValueError(f"taught question {self.instructions!r} compares the request with the listed tools "
                                  "(tool-match part) and needs the state text and the encoder")
-            tools = match_features([text], embed)[0]
+            tools = self.tool_match.features([text], encoder)[0]
         return self.blend(features, head, lexical, tools)[..., rows] + self._offsets[rows]
 
     def blend(self, features: torch.Tensor, head: torch.Tensor, lexical: torch.Tensor | None = None,
               tools: torch.Tensor | None = None) -> torch.Tensor:
         """The blend over all taught names [..., n], without prior offsets: features [..., F], the head's
         logits [..., n] (0 for absent options), for a question with a lexical part its logits [..., n], and
-        for one with a tool-match part the ``tool_match.match_features`` [..., 3]."""
+        for one with a tool-match part its ``ToolMatch.features`` [..., k]."""
         net, lin = self.parts_logits(features)
         mixed = self.alpha * net + self.gamma * lin + self.beta * head
         if self.neighbours is not None:
@@ -310,7 +310,9 @@ class TaughtQuestions:
             if taught.novelty is not None:
                 index[key]["novelty"] = asdict(taught.novelty)
             if taught.tool_match is not None:
-                index[key]["tool_match"] = asdict(taught.tool_match)
+                index[key]["tool_match"] = taught.tool_match.to_json()
+                if taught.tool_match.idf is not None:
+                    tensors[f"{key}.tool_idf"] = taught.tool_match.idf.float().contiguous()
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
 
@@ -340,16 +342,20 @@ class TaughtQuestions:
                                             features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta,
                                             neighbours=neighbours, epsilon=epsilon,
                                             novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None,
-                                            tool_match=_load_tool_match(entry))
+                                            tool_match=_load_tool_match(key, entry, tensors, folder))
         return cls(questions)
 
 
-def _load_tool_match(entry: dict[str, Any]) -> ToolMatch | None:
-    """The tool-match part of a taught entry (None for entries saved without one)."""
+def _load_tool_match(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> ToolMatch | None:
+    """The tool-match part of a taught entry (None for entries saved without one; ``cosine`` for parts saved
+    before the kind existed)."""
     stored = entry.get("tool_match")
     if stored is None:
         return None
-    return ToolMatch(stored["option"], tuple(stored["weight"]), float(stored["bias"]), tuple(stored["mean"]), tuple(stored["scale"]))
+    kind = stored.get("kind", "cosine")
+    idf = _read_parts(tensors, key, ["tool_idf"], entry, folder)["tool_idf"] if kind == "coverage" else None
+    return ToolMatch(stored["option"], tuple(stored["weight"]), float(stored["bias"]), tuple(stored["mean"]),
+                     tuple(stored["scale"]), kind=kind, idf=idf)
 
 
 def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[LexicalModel | None, float]:

@@ -8,9 +8,20 @@ function format, e.g. ``json.dumps(convert_to_openai_tool(tool)["function"])``);
 the text after the last tool line (a first line such as ``Conversation:`` is dropped). Each tool
 is read as ``"name: description"``.
 
-The features are the highest and the mean cosine between the request and the tools (unit mean
-pools of the frozen encoder) and ``ln(1 + number of tools)``; a state that lists no tool has
-``[0, 0, 0]``. ``ToolMatch`` adds ``weight · standardised features + bias`` to one option's logit.
+Two kinds of features (``ToolMatch.kind``), both from the frozen encoder:
+
+- ``cosine``: the highest and the mean cosine between the request and the tools (unit mean pools)
+  and ``ln(1 + number of tools)``;
+- ``coverage`` (token level, what teaching tries first): for each tool, how well its tokens cover
+  the request's (``request coverage``: the IDF-weighted mean over request tokens of the best cosine
+  with any of the tool's tokens) and the reverse (``tool coverage``); the features are the highest
+  request coverage, the highest tool coverage, the mean request coverage and the highest mean of
+  the two. A request that names a circle and a tool that computes triangles share a topic but not
+  the word that decides; the mean-pooled cosine blurs that, the token match keeps it. The IDF
+  weights come from the taught records' requests and tool texts.
+
+A state that lists no tool has all-zero features. ``ToolMatch`` adds
+``weight · standardised features + bias`` to one option's logit.
 """
 
 from __future__ import annotations
@@ -18,14 +29,35 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 
 FEATURE_NAMES = ("highest_cosine", "mean_cosine", "log_tools")
+"""The ``cosine`` kind's features."""
+COVERAGE_FEATURE_NAMES = ("request_coverage", "tool_coverage", "mean_request_coverage", "pair_coverage")
+"""The ``coverage`` kind's features."""
+KINDS = {"cosine": FEATURE_NAMES, "coverage": COVERAGE_FEATURE_NAMES}
+TOKEN_MAX_LENGTH = 128
+"""Tokens read per request and per tool text for the ``coverage`` features."""
 Embed = Callable[[list[str], bool], torch.Tensor]
 """``embed(texts, cache)`` → [N, H] vectors of the frozen encoder (``cache``: texts worth keeping, e.g. tools)."""
+TokenStates = tuple[torch.Tensor, torch.Tensor]
+"""A text's token ids [L] and unit token vectors [L, H] (special tokens left out)."""
+EmbedTokens = Callable[[list[str], bool], list[TokenStates]]
+"""``embed_tokens(texts, cache)`` → each text's ``TokenStates`` from the frozen encoder."""
+
+
+class ToolEncoder(Protocol):
+    """What the tool features need from the model: the frozen encoder's pooled and token vectors and its token ids."""
+
+    def embed_frozen(self, texts: list[str], cache: bool = True) -> torch.Tensor: ...
+
+    def embed_tokens_frozen(self, texts: list[str], cache: bool = True) -> list[TokenStates]: ...
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]: ...
 
 
 def _tool_text(line: str) -> str | None:
@@ -108,6 +140,77 @@ def match_features(texts: Sequence[str], embed: Embed) -> torch.Tensor:
     return rows
 
 
+def fit_token_idf(texts: Sequence[str], token_ids: Callable[[list[str]], list[list[int]]]) -> torch.Tensor:
+    """IDF weights [V] over the requests and tool texts of states: ``ln((docs + 1) / (df + 1))``,
+    each request and each listed tool one document; ids past the end count as never seen.
+
+    Example:
+        >>> ids = lambda texts: [[len(w) for w in t.split()] for t in texts]
+        >>> [round(v, 3) for v in fit_token_idf(['{"name": "ab"}\\nab cde'], ids).tolist()]  # docs "ab", "ab cde"
+        [1.099, 1.099, 0.0, 0.405]
+    """
+    documents: list[str] = []
+    for text in texts:
+        tools, request = split_tool_listing(text)
+        if tools:
+            documents += [request, *tools]
+    counts: dict[int, int] = {}
+    for ids in token_ids(documents) if documents else []:
+        for token in set(ids):
+            counts[token] = counts.get(token, 0) + 1
+    size = max(counts, default=-1) + 1
+    df = torch.zeros(size)
+    if counts:
+        df[list(counts)] = torch.tensor(list(counts.values()), dtype=torch.float)
+    return torch.log((len(documents) + 1) / (df + 1))
+
+
+def token_weights(ids: torch.Tensor, idf: torch.Tensor) -> torch.Tensor:
+    """Weights summing to 1 over a text's tokens: their IDF (ids beyond the table count as never seen)."""
+    unseen = float(idf.max()) if len(idf) else 1.0
+    inside = ids < len(idf)
+    weights = torch.full(ids.shape, unseen)
+    weights[inside] = idf[ids[inside]]
+    total = weights.sum()
+    return weights / total if total > 0 else torch.full(ids.shape, 1.0 / max(len(ids), 1))
+
+
+def coverage_features(texts: Sequence[str], embed_tokens: EmbedTokens, idf: torch.Tensor) -> torch.Tensor:
+    """[N, 4] token-level features per state (``COVERAGE_FEATURE_NAMES``; zeros where no tool is listed).
+
+    Example:
+        >>> vecs = {"a": torch.eye(2)[:1], "b": torch.eye(2)[1:], "want a": torch.eye(2)[:1]}
+        >>> embed_tokens = lambda texts, cache: [(torch.tensor([0]), vecs[t]) for t in texts]
+        >>> coverage_features(['{"name": "a"}\\n{"name": "b"}\\nwant a'], embed_tokens, torch.ones(1))
+        tensor([[1.0000, 1.0000, 0.5000, 1.0000]])
+    """
+    parsed = [split_tool_listing(text) for text in texts]
+    rows = torch.zeros(len(texts), len(COVERAGE_FEATURE_NAMES))
+    with_tools = [i for i, (tools, _) in enumerate(parsed) if tools]
+    if not with_tools:
+        return rows
+    tool_texts = list(dict.fromkeys(tool for tools, _ in parsed for tool in tools))
+    tool_states = dict(zip(tool_texts, embed_tokens(tool_texts, True)))
+    requests = embed_tokens([parsed[i][1] for i in with_tools], False)
+    for (request_ids, request_vectors), i in zip(requests, with_tools):
+        if len(request_ids) == 0:
+            continue
+        request_weights = token_weights(request_ids, idf)
+        covers = []
+        for tool in parsed[i][0]:
+            tool_ids, tool_vectors = tool_states[tool]
+            if len(tool_ids) == 0:
+                covers.append((0.0, 0.0))
+                continue
+            similarity = request_vectors.float() @ tool_vectors.float().T
+            covers.append((float(similarity.max(1).values @ request_weights),
+                           float(similarity.max(0).values @ token_weights(tool_ids, idf))))
+        request_cover = [c[0] for c in covers]
+        rows[i] = torch.tensor([max(request_cover), max(c[1] for c in covers), sum(request_cover) / len(covers),
+                                max((a + b) / 2 for a, b in covers)])
+    return rows
+
+
 @dataclass(frozen=True)
 class ToolMatch:
     """``weight · (features - mean) / scale + bias`` added to option ``option``'s logit.
@@ -123,21 +226,47 @@ class ToolMatch:
     bias: float
     mean: tuple[float, ...]
     scale: tuple[float, ...]
+    kind: str = "cosine"
+    """``cosine`` or ``coverage`` (see the module); parts saved before ``coverage`` existed are ``cosine``."""
+    idf: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    """The ``coverage`` kind's token IDF weights [V] (stored in ``taught.safetensors``)."""
 
     def __post_init__(self) -> None:
+        names = KINDS.get(self.kind)
+        if names is None:
+            raise ValueError(f"tool-match part on {self.option!r}: unknown kind {self.kind!r}; allowed: {', '.join(KINDS)}")
         sizes = {len(self.weight), len(self.mean), len(self.scale)}
-        if sizes != {len(FEATURE_NAMES)}:
-            raise ValueError(f"tool-match part on {self.option!r}: weight, mean and scale need {len(FEATURE_NAMES)} "
-                             f"values each ({', '.join(FEATURE_NAMES)}), got {len(self.weight)}, {len(self.mean)}, {len(self.scale)}")
+        if sizes != {len(names)}:
+            raise ValueError(f"tool-match part on {self.option!r}: weight, mean and scale need {len(names)} "
+                             f"values each ({', '.join(names)}), got {len(self.weight)}, {len(self.mean)}, {len(self.scale)}")
         if any(s <= 0 for s in self.scale):
             raise ValueError(f"tool-match part on {self.option!r}: scales must be positive, got {list(self.scale)}")
+        if self.kind == "coverage" and self.idf is None:
+            raise ValueError(f"tool-match part on {self.option!r}: the coverage kind needs its token IDF weights")
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        """The names of the features the weights read, in order."""
+        return KINDS[self.kind]
+
+    def features(self, texts: Sequence[str], encoder: ToolEncoder) -> torch.Tensor:
+        """The raw features [N, k] of these states for this part's kind."""
+        if self.kind == "coverage":
+            assert self.idf is not None
+            return coverage_features(texts, encoder.embed_tokens_frozen, self.idf)
+        return match_features(texts, encoder.embed_frozen)
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``taught.json`` keeps (the IDF table goes to the safetensors file)."""
+        return {"option": self.option, "weight": list(self.weight), "bias": self.bias, "mean": list(self.mean),
+                "scale": list(self.scale), "kind": self.kind}
 
     def standardise(self, features: torch.Tensor) -> torch.Tensor:
-        """Features [..., 3] in the units the weights read."""
+        """Features [..., k] in the units the weights read."""
         return (features - torch.tensor(self.mean)) / torch.tensor(self.scale)
 
     def logit(self, features: torch.Tensor) -> torch.Tensor:
-        """The part's logit for the option [...], from raw ``match_features`` [..., 3]."""
+        """The part's logit for the option [...], from raw features [..., k] (``features``)."""
         return self.standardise(features.float()) @ torch.tensor(self.weight) + self.bias
 
     def logits(self, features: torch.Tensor, option: int, n: int) -> torch.Tensor:

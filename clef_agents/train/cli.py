@@ -244,8 +244,12 @@ def _run_teach(args: argparse.Namespace) -> int:
                     neighbours=not args.no_neighbours, catch_all=args.catch_all, tool_match=not args.no_tool_match, refit=not args.no_refit,
                     progress=not args.no_progress)
     seconds = round(time.time() - began, 1)
+    earlier = model.engine.config.data_card.get("taught") or {}
     model.engine.config.data_card["taught"] = {
-        "questions": reports,
+        # questions taught before and not taught again keep their reports; a re-taught one is replaced
+        "questions": {**earlier.get("questions", {}), **reports},
+        "earlier": [*earlier.get("earlier", []), *([{k: earlier[k] for k in ("command", "seconds", "datasets") if k in earlier}]
+                                                    if earlier.get("command") else [])],
         "datasets": list(args.datasets or []),
         "records": [str(p) for p in args.records or []],
         "seconds": seconds,
@@ -291,7 +295,7 @@ def kept_parts(report: dict[str, Any]) -> dict[str, str]:
         "words": "yes" if report.get("lexical", {}).get("kept") else "no",
         "neighbours": f"k={report['neighbours']['k']}" if report.get("neighbours", {}).get("kept") else "no",
         "novelty": f"on {report['novelty']['option']!r}" if report.get("novelty", {}).get("kept") else "no",
-        "tools": "yes" if report.get("tool_match", {}).get("kept") else "no",
+        "tools": report["tool_match"].get("kind", "cosine") if report.get("tool_match", {}).get("kept") else "no",
     }
 
 

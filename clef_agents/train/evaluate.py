@@ -144,8 +144,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Evaluation of `{report['model']}` on the {report['split']} split",
         "",
-        "| dataset | type | n | accuracy | macro-F1 | NLL | Brier | ECE | ECE before cal. | cov@95% | cov@99% | extra |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| dataset | type | n | accuracy | macro-F1 | NLL | Brier | ECE | ECE if perfectly calibrated (p) | ECE before cal. | cov@95% | cov@99% | extra |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, by_kind in report["datasets"].items():
         for kind, entry in by_kind.items():
@@ -159,12 +159,25 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {kind} | {m['n']} | "
                 + " | ".join(_fmt(m[c]) for c in COLUMNS)
-                + f" | {_fmt(before)} | {_fmt(m['coverage_at_95']['coverage'])} | {_fmt(m['coverage_at_99']['coverage'])} | "
+                + f" | {_noise(m)} | {_fmt(before)} | {_fmt(m['coverage_at_95']['coverage'])} | {_fmt(m['coverage_at_99']['coverage'])} | "
                 + ", ".join(f"{k} {_fmt(v)}" for k, v in extra.items())
                 + " |"
             )
-    lines += ["", f"Limit per dataset: {report['limit']}; wall time {report['seconds']} s.", ""]
+    lines += [
+        "",
+        "ECE if perfectly calibrated: the mean ECE a model whose confidences are exactly right would show on the "
+        "same confidences and number of answers (sampling noise alone), and p, the share of such draws at or above "
+        "the measured ECE (small p: the miscalibration is real).",
+        "",
+        f"Limit per dataset: {report['limit']}; wall time {report['seconds']} s.",
+        "",
+    ]
     return "\n".join(lines)
+
+
+def _noise(metrics: dict[str, Any]) -> str:
+    noise = metrics.get("ece_noise")
+    return f"{noise['mean']:.4f} ({noise['p_value']:.2f})" if noise else "–"
 
 
 def _fmt(value: Any) -> str:

@@ -41,6 +41,54 @@ def expected_calibration_error(confidence: Sequence[float], correct: Sequence[fl
     return float(total)
 
 
+ECE_NOISE_DRAWS = 200
+
+
+def ece_under_perfect_calibration(
+    confidence: Sequence[float], bins: int = ECE_BINS, draws: int = ECE_NOISE_DRAWS, seed: int = 0
+) -> np.ndarray:
+    """ECEs a perfectly calibrated model with these confidences would show on this many samples.
+
+    Each draw makes every answer correct with probability equal to its confidence, so the only
+    thing the ECE measures is sampling noise. On a few hundred answers that floor is often above
+    0.01; an ECE inside this distribution cannot be told apart from perfect calibration.
+
+    Example:
+        >>> floor = ece_under_perfect_calibration([0.7] * 500)
+        >>> 0.01 < float(floor.mean()) < 0.03
+        True
+    """
+    conf = np.asarray(confidence, dtype=float)
+    if conf.size == 0:
+        return np.full(draws, float("nan"))
+    index = np.minimum((conf * bins).astype(int), bins - 1)
+    counts = np.bincount(index, minlength=bins)
+    conf_sums = np.bincount(index, weights=conf, minlength=bins)
+    hits = np.random.default_rng(seed).uniform(size=(draws, conf.size)) < conf
+    hit_sums = np.stack([np.bincount(index, weights=row, minlength=bins) for row in hits.astype(float)])
+    return np.abs(hit_sums - conf_sums).sum(1) / conf.size
+
+
+def calibration_noise(confidence: Sequence[float], observed_ece: float, bins: int = ECE_BINS) -> dict[str, float]:
+    """The ECE sampling-noise floor for these confidences and where an observed ECE falls in it.
+
+    ``mean`` and ``p95``: the ECE a perfectly calibrated model would show (mean and 95th
+    percentile over ``ECE_NOISE_DRAWS`` seeded draws); ``p_value``: the share of those draws at or
+    above ``observed_ece`` (small: the miscalibration is real; large: it may be noise alone).
+
+    Example:
+        >>> noise = calibration_noise([0.9] * 200, observed_ece=0.1)
+        >>> noise["p_value"]
+        0.0
+    """
+    floor = ece_under_perfect_calibration(confidence, bins)
+    return {
+        "mean": float(floor.mean()),
+        "p95": float(np.percentile(floor, 95)),
+        "p_value": float((floor >= observed_ece - 1e-12).mean()),
+    }
+
+
 def reliability_bins(confidence: Sequence[float], correct: Sequence[float], bins: int = ECE_BINS) -> list[dict[str, float]]:
     """Per-bin mean confidence, accuracy and count (for reliability diagrams)."""
     conf = np.asarray(confidence, dtype=float)
@@ -125,6 +173,7 @@ def classification_metrics(probabilities: Sequence[Sequence[float]], gold: Seque
         "coverage_at_95": coverage_at_precision(top, correct, 0.95),
         "coverage_at_99": coverage_at_precision(top, correct, 0.99),
     }
+    metrics["ece_noise"] = calibration_noise(top, metrics["ece"])
     if kind == "noul":
         yes = probs[:, 0]
         metrics["ece_p_yes"] = expected_calibration_error(yes, (true == 0).astype(float))

@@ -37,8 +37,8 @@ from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexical
 from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, novelty, project, quantise_bank
 from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, Novelty, TaughtQuestion, parse_features, taught_key
-from clef_agents.model.tool_match import FEATURE_NAMES as TOOL_FEATURES
-from clef_agents.model.tool_match import Embed, ToolMatch, lists_tools, match_features
+from clef_agents.model.tool_match import KINDS as TOOL_MATCH_KINDS
+from clef_agents.model.tool_match import ToolEncoder, ToolMatch, fit_token_idf, lists_tools
 
 
 @dataclass
@@ -246,11 +246,11 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
 
 def fit_best(
     group: _Group, settings: TeachSettings | None = None, lexical: bool = True, neighbours: bool = True, refit: bool = True,
-    catch_all: Sequence[str] = (), embed: Embed | None = None,
+    catch_all: Sequence[str] = (), encoder: ToolEncoder | None = None,
 ) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
     add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``), on a
-    ``catch_all`` option the novelty part (``add_novelty``) and, given the frozen encoder ``embed``,
+    ``catch_all`` option the novelty part (``add_novelty``) and, given the frozen encoder ``encoder``,
     the request–tool match (``add_tool_match``) where asked and where they help; last, with
     ``refit``, retrain every part on all records (``refit_on_all``).
 
@@ -265,8 +265,8 @@ def fit_best(
         best = add_neighbours(group, best)
     if any(name in group.names for name in catch_all):
         best = add_novelty(group, best, catch_all)
-    if embed is not None and wants_tool_match(group):
-        best = add_tool_match(group, best, embed)
+    if encoder is not None and wants_tool_match(group):
+        best = add_tool_match(group, best, encoder)
     return refit_on_all(group, best, settings) if refit else best
 
 
@@ -278,7 +278,7 @@ def _rows(group: _Group) -> tuple[list[int], list[int]]:
 def _blend_logits(taught: TaughtQuestion, features: torch.Tensor, head: torch.Tensor, present: torch.Tensor,
                   texts: Sequence[str], tools: torch.Tensor | None = None) -> torch.Tensor:
     """``TaughtQuestion.blend`` for many records [N, n] (absent options' head logits count as 0;
-    ``tools``: their ``tool_match.match_features``, needed once the question has a tool-match part)."""
+    ``tools``: their ``ToolMatch.features``, needed once the question has a tool-match part)."""
     with torch.no_grad():
         lexical = torch.stack([taught.lexical.logits(text) for text in texts]) if taught.lexical is not None else None
         return taught.blend(features, head.masked_fill(~present, 0.0), lexical, tools)
@@ -402,31 +402,42 @@ def wants_tool_match(group: _Group) -> bool:
     return sum(lists_tools(text) for text in group.texts) >= TOOL_MATCH_MIN_SHARE * len(group.texts)
 
 
-def add_tool_match(group: _Group, taught: TaughtQuestion, embed: Embed) -> TaughtQuestion:
+def add_tool_match(group: _Group, taught: TaughtQuestion, encoder: ToolEncoder,
+                   kinds: Sequence[str] = TOOL_MATCH_KINDS) -> TaughtQuestion:
     """``taught`` with a request–tool match part on its "yes" option (see ``clef_agents.model.tool_match``),
     if that lowers the held-out NLL by at least ``TOOL_MATCH_MIN_GAIN``; otherwise unchanged.
 
-    The three features of the held-out records are standardised by their own mean and spread, and
-    ``weights · features + bias`` is fitted on the held-out NLL with the blend so far fixed (MAP, as
-    the novelty part). The report's ``tool_match`` says what was measured and decided.
+    Each kind in ``kinds`` is tried (``coverage``: token-level, its IDF weights from the fit records;
+    ``cosine``: pooled). The features of the held-out records are standardised by their own mean and
+    spread, and ``weights · features + bias`` is fitted on the held-out NLL with the blend so far fixed
+    (MAP, as the novelty part). The kind with the lower held-out NLL is the candidate. The report's
+    ``tool_match`` says what was measured and decided.
     """
-    _, held_rows = _rows(group)
+    fit_rows, held_rows = _rows(group)
     option = group.names.index(wire.NOUL_OPTIONS[0])
     texts = [group.texts[i] for i in held_rows]
     x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
     so_far = _blend_logits(taught, x_held, head_held, p_held, texts)
-    raw = match_features(texts, embed)
-    mean, scale = raw.mean(0), raw.std(0).clamp(min=1e-3)
-    weights, bias = _fit_option_part(so_far, (raw - mean) / scale, option, p_held, y_held)
-    part = ToolMatch(group.names[option], tuple(round(w, 6) for w in weights), round(bias, 6),
-                     tuple(round(m, 6) for m in mean.tolist()), tuple(round(s, 6) for s in scale.tolist()))
-    with_tools = _scores(so_far + part.logits(raw, option, len(group.names)), p_held, y_held)
+    tried: dict[str, tuple[ToolMatch, dict[str, float]]] = {}
+    for kind in kinds:
+        idf = fit_token_idf([group.texts[i] for i in fit_rows], encoder.token_ids) if kind == "coverage" else None
+        probe = ToolMatch(group.names[option], (0.0,) * len(TOOL_MATCH_KINDS[kind]), 0.0, (0.0,) * len(TOOL_MATCH_KINDS[kind]),
+                          (1.0,) * len(TOOL_MATCH_KINDS[kind]), kind=kind, idf=idf)
+        raw = probe.features(texts, encoder)
+        mean, scale = raw.mean(0), raw.std(0).clamp(min=1e-3)
+        weights, bias = _fit_option_part(so_far, (raw - mean) / scale, option, p_held, y_held)
+        part = replace(probe, weight=tuple(round(w, 6) for w in weights), bias=round(bias, 6),
+                       mean=tuple(round(m, 6) for m in mean.tolist()), scale=tuple(round(s, 6) for s in scale.tolist()))
+        tried[kind] = part, _scores(so_far + part.logits(raw, option, len(group.names)), p_held, y_held)
+    best_kind = min(tried, key=lambda kind: tried[kind][1]["nll"])
+    part, with_tools = tried[best_kind]
     without = taught.report["held_out_taught"]
     kept = with_tools["nll"] <= without["nll"] * (1.0 - TOOL_MATCH_MIN_GAIN)
-    taught.report["tool_match"] = {"kept": kept, "option": part.option, "features": list(TOOL_FEATURES),
+    taught.report["tool_match"] = {"kept": kept, "option": part.option, "kind": best_kind, "features": list(part.feature_names),
                                    "weight": list(part.weight), "bias": part.bias,
-                                   "held_out_listing_tools": round(float((raw[:, 2] > 0).float().mean()), 4),
-                                   "held_out_without_tool_match": without, "held_out_with_tool_match": with_tools}
+                                   "held_out_listing_tools": round(sum(lists_tools(t) for t in texts) / max(len(texts), 1), 4),
+                                   "held_out_without_tool_match": without, "held_out_with_tool_match": with_tools,
+                                   "held_out_by_kind": {kind: scores for kind, (_, scores) in tried.items()}}
     if not kept:
         return taught
     return replace(taught, tool_match=part, report={**taught.report, "held_out_taught": with_tools})
@@ -603,7 +614,7 @@ def teach(
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
         taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical, neighbours=neighbours, refit=refit,
-                           catch_all=catch_all, embed=model.engine.embed_frozen if tool_match else None)
+                           catch_all=catch_all, encoder=model.engine if tool_match else None)
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
