@@ -32,8 +32,8 @@ from clef_agents.model.tool_match import TOKEN_MAX_LENGTH, TokenStates
 SCHEMA_CACHE_SIZE = 8192
 TEXT_CACHE_SIZE = 32768
 """Frozen embeddings kept (option and instruction texts, tools listed in states); least recently used go first."""
-TOKEN_CACHE_SIZE = 4096
-"""Tool texts whose frozen token vectors are kept (half precision, at most ``TOKEN_MAX_LENGTH`` tokens each)."""
+TOKEN_CACHE_SIZE = 1024
+"""Tool texts whose frozen token vectors are kept (half precision, at most ``TOKEN_MAX_LENGTH`` tokens each: under 100 MB)."""
 HEAD_PRECISIONS = ("auto", "float32", "bfloat16")
 """How the head's attention blocks run at inference on a CPU: ``auto`` picks bfloat16 where the CPU
 computes it natively (AVX512-BF16 or AMX; about twice as fast with hundreds of options), else float32."""
