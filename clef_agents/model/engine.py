@@ -27,7 +27,7 @@ from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.head import OPTION_TYPES, OptionCache, RoutingHead, level_positions
 from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, mean_pool, pool_features
-from clef_agents.model.tool_match import TOKEN_MAX_LENGTH, TokenStates
+from clef_agents.model.tool_match import TOKEN_MAX_LENGTH, TokenStates, ToolMatch
 
 SCHEMA_CACHE_SIZE = 8192
 TEXT_CACHE_SIZE = 32768
@@ -607,7 +607,7 @@ class DecisionEngine:
         by (request index, ``id`` of the part): one batched encoder call per part for all of its requests."""
         if not batch.texts:
             return {}
-        rows_by_part: dict[int, tuple[Any, list[int]]] = {}
+        rows_by_part: dict[int, tuple[ToolMatch, list[int]]] = {}
         for i, entries in enumerate(taught):
             for entry in entries:
                 if entry is not None and entry.tool_match is not None:
