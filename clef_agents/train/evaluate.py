@@ -184,6 +184,21 @@ def _fmt(value: Any) -> str:
     return f"{value:.4f}" if is_finite_number(value) else "–"
 
 
+def noise_band(reliability: list[dict[str, float]]) -> tuple[list[float], list[float], list[float]]:
+    """Per non-empty bin: its mean confidence and the 95 % range its accuracy would fall in if every
+    confidence were exactly right (normal approximation, ``conf ± 1.96 · sqrt(conf (1 − conf) / count)``).
+
+    Example:
+        >>> x, low, high = noise_band([{"count": 100, "confidence": 0.9, "accuracy": 0.85}, {"count": 0}])
+        >>> x, round(low[0], 3), round(high[0], 3)
+        ([0.9], 0.841, 0.959)
+    """
+    bins = [b for b in reliability if b["count"] > 0]
+    x = [b["confidence"] for b in bins]
+    half = [1.96 * (c * (1 - c) / b["count"]) ** 0.5 for c, b in zip(x, bins)]
+    return x, [max(0.0, c - h) for c, h in zip(x, half)], [min(1.0, c + h) for c, h in zip(x, half)]
+
+
 def plot_reliability(results: dict[str, Any], folder: Path) -> list[Path]:
     """One reliability diagram per dataset and question type (calibrated vs uncalibrated)."""
     import matplotlib  # noqa: PLC0415
@@ -198,6 +213,10 @@ def plot_reliability(results: dict[str, Any], folder: Path) -> list[Path]:
                 continue
             fig, ax = plt.subplots(figsize=(4.2, 4.2))
             ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="perfect")
+            if "calibrated" in entry:
+                x, low, high = noise_band(entry["calibrated"]["reliability"])
+                ax.fill_between(x, low, high, color="grey", alpha=0.2, linewidth=0,
+                                label="95 % band of a perfectly calibrated model")
             for label, key, style in (("before calibration", "uncalibrated", "--"), ("calibrated", "calibrated", "-")):
                 if key not in entry:
                     continue
