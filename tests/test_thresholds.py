@@ -31,6 +31,7 @@ from clef_agents.thresholds import (
 )
 from clef_agents.thresholds.cli import add_lane_arguments, run_lane_fit
 from clef_agents.thresholds.curves import threshold_curve
+from clef_agents.thresholds.stats import pilot_split
 from clef_agents.thresholds.planning import critical_errors, planning_table, records_needed, single_test_power
 
 SPLITS = 200
@@ -355,3 +356,27 @@ def test_cli_prints_the_records_larger_shares_would_need(tmp_path, capsys):
     assert run_lane_fit(args) == 0
     out = capsys.readouterr().out
     assert "more labels?" in out and "n, 80% power" in out
+
+
+def test_a_robust_start_survives_confident_errors_at_the_top_where_the_first_start_stops():
+    scores = np.linspace(1.0, 0.5, 3000)
+    correct = np.ones(3000, dtype=bool)
+    _, testing = pilot_split(3000, 0.1, seed=0)
+    correct[np.sort(testing)[:2]] = False  # label noise on the two most confident answers the tests read
+    first = fit_error_threshold(scores, correct, 0.01, DELTA)
+    robust = fit_error_threshold(scores, correct, 0.01, DELTA, start="robust")
+    assert not first.certified and first.tested[0]["errors"] == 2
+    assert robust.certified and robust.tested[0]["accepted"] >= 535 and robust.threshold < 0.6
+
+
+def test_the_sequence_start_is_checked_and_reaches_the_policy_through_the_cli(tmp_path):
+    with pytest.raises(ValueError, match="unknown sequence start 'late'; allowed: first, robust"):
+        fit_error_threshold(np.ones(1000), np.ones(1000, dtype=bool), 0.01, DELTA, start="late")
+    records = tmp_path / "labelled.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(2000, seed=4)))
+    args = _parser(existing=True).parse_args(["--records", str(records), "--max-auto-error", "0.02", "--sequence-start",
+                                              "robust", "--policy-out", str(tmp_path / "lanes.json")])
+    assert run_lane_fit(args) == 0
+    assert LanePolicy.load(tmp_path / "lanes.json").meta["sequence_start"] == "robust"
+    with pytest.raises(SystemExit):
+        _parser(existing=True).parse_args(["--sequence-start", "late"])

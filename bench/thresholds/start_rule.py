@@ -6,13 +6,13 @@ the sequence and nothing is certified. On banking77, whose most confident errors
 at about 0.3 %, that happens in most calibration draws. This script compares, over the same random
 50/50 splits of each TEST split (and synthetic scorers with a known truth):
 
-- ``shipped``: the library's rule (one entry, ``fit_error_threshold``);
-- ``late``: one entry at the threshold accepting ``start_size`` records, the fewest with which the
-  first test passes with probability 0.8 when the error rate is a quarter of the target (at most
-  half the testing records);
+- ``first``: the library's default (``fit_error_threshold(..., start="first")``);
+- ``robust``: the library's ``fit_error_threshold(..., start="robust")``, one entry at the threshold
+  accepting the fewest records with which the first test passes with probability 0.8 when the error
+  rate is a quarter of the target (at most half the testing records; ``planning.accepted_for_power``);
 - ``fallback``: both entries, each at delta/2, by the fallback procedure (Wiens 2003): a rejection
   passes its level on down the sequence, so an unbroken run from the early entry continues at the
-  full delta past the late one, and a broken one starts again at the late entry with delta/2.
+  full delta past the late (robust) one, and a broken one starts again at the late entry with delta/2.
 
 All three control the family-wise error at delta. Command (writes bench/thresholds/results/start_rule.{json,md}):
     .venv/bin/python bench/thresholds/start_rule.py --model mini --splits 200
@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate import cached_predictions  # noqa: E402
 
 from clef_agents.thresholds import SyntheticScores, fit_error_threshold  # noqa: E402
+from clef_agents.thresholds.planning import accepted_for_power  # noqa: E402
 from clef_agents.thresholds.stats import (  # noqa: E402
-    binomial_cdf,
     error_p_value,
     min_accepted_for,
     pilot_split,
@@ -49,26 +49,13 @@ GENERATORS = {"synthetic calibrated": SyntheticScores(),
               "synthetic over-confident": SyntheticScores(gamma=4.0, max_error=0.4, miscalibration=1.8)}
 
 
-def start_size(target: float, level: float, error_share: float = 0.25, power: float = 0.8) -> int:
-    """Fewest accepted records with which the exact test at ``level`` passes with probability
-    ``power`` when the error rate is ``error_share * target``."""
-    n = min_accepted_for(target, level)
-    while True:
-        k = -1
-        while k + 1 < n and binomial_cdf(k + 1, n, target) <= level:
-            k += 1
-        if k >= 0 and binomial_cdf(k, n, target * error_share) >= power:
-            return n
-        n += max(1, n // 50)
-
-
 def fit_with_entries(scores: np.ndarray, correct: np.ndarray, target: float, early_share: float, seed: int) -> float:
     """Act threshold from a fixed sequence with an early entry at ``early_share * DELTA`` and a late
-    entry at the rest (``early_share = 0``: the late entry alone); 1.0 when nothing is certified."""
+    entry at the rest; 1.0 when nothing is certified."""
     pilot, testing = pilot_split(len(scores), 0.1, seed)
     early_level, late_level = early_share * DELTA, (1.0 - early_share) * DELTA
-    n_late = min(start_size(target, late_level), len(testing) // 2)
-    n_early = min(math.ceil(1.25 * min_accepted_for(target, early_level)), len(testing)) if early_share else n_late
+    n_late = min(accepted_for_power(target / 4, target, late_level, 0.8), len(testing) // 2)
+    n_early = min(math.ceil(1.25 * min_accepted_for(target, early_level)), len(testing))
     n_late = max(n_late, n_early)
     sequence = threshold_sequence(scores[pilot], len(testing), n_early)
     late = threshold_sequence(scores[pilot], len(testing), n_late)
@@ -90,8 +77,8 @@ def fit_with_entries(scores: np.ndarray, correct: np.ndarray, target: float, ear
 
 
 RULES = {
-    "shipped": lambda s, c, target, seed: fit_error_threshold(s, c, target, DELTA, seed=seed).threshold,
-    "late": lambda s, c, target, seed: fit_with_entries(s, c, target, 0.0, seed),
+    "first": lambda s, c, target, seed: fit_error_threshold(s, c, target, DELTA, seed=seed).threshold,
+    "robust": lambda s, c, target, seed: fit_error_threshold(s, c, target, DELTA, seed=seed, start="robust").threshold,
     "fallback": lambda s, c, target, seed: fit_with_entries(s, c, target, 0.5, seed),
 }
 
@@ -127,7 +114,7 @@ def measure_generator(generator: SyntheticScores, target: float, splits: int, n:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["# Where the fixed sequence starts: shipped rule vs a late entry vs both (fallback)", "",
+    lines = ["# Where the fixed sequence starts: `first` (the default) vs `robust` vs both entries (fallback)", "",
              f"Command: `{report['command']}`", "",
              f"Confidence {1 - DELTA}; real sets: {report['splits']} random 50/50 splits of the TEST split (fitted on one half, "
              "measured on the other; 'held' = share of splits with realised error <= target); synthetic: "

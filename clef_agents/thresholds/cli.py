@@ -28,7 +28,7 @@ def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the lane-fit flags to ``parser``, skipping any it already has (``run_lane_fit`` reads
     them by these names: records, model, batch_size, max_auto_error, confidence, max_human_share,
     max_llm_error, slice_key, min_slice, cost_*, llm_error_rate, policy_out, base_policy,
-    report_dir, save_predictions, seed, no_progress).
+    report_dir, save_predictions, sequence_start, seed, no_progress).
 
     Example:
         >>> p = argparse.ArgumentParser()
@@ -63,6 +63,10 @@ def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
     _add(group, "--report-dir", default=None, help="write report.json, curves.json and PNG curves here")
     _add(group, "--save-predictions", default=None,
          help="write the records with meta.probabilities (replayable without the model)")
+    _add(group, "--sequence-start", choices=("first", "robust"), default="first",
+         help="where the fixed sequence of tests begins: 'first' (default) at the fewest answers that can certify the "
+              "target; 'robust' later, surviving a few label-noise errors among the most confident answers. "
+              "Choose before seeing the records (docs/thresholds.md)")
     _add(group, "--seed", type=int, default=0, help="seed of the pilot split (default 0)")
     _add(group, "--no-progress", action="store_true", help="no progress bar")
 
@@ -116,6 +120,7 @@ def run_lane_fit(args: argparse.Namespace) -> int:
         min_slice=args.min_slice,
         seed=args.seed,
         base=LanePolicy.load(args.base_policy) if getattr(args, "base_policy", None) else None,
+        start=getattr(args, "sequence_start", "first") or "first",
     )
     lane_fit.policy.meta["records"] = str(args.records)
     path = lane_fit.policy.save(args.policy_out)
@@ -151,7 +156,8 @@ def _write_jsonl(path: str, records: list[dict[str, Any]]) -> None:
 def _summary(report: dict[str, Any]) -> str:
     lines = [
         f"lane fit: auto error <= {report['max_auto_error']:g} with confidence {report['confidence']:g} "
-        f"({report['method']}; certifying needs >= {report['min_accepted_to_certify']} accepted decisions)",
+        f"({report['method']}, sequence start {report.get('sequence_start', 'first')}; "
+        f"certifying needs >= {report['min_accepted_to_certify']} accepted decisions)",
         f"{'question':<24}{'n':>7}{'act at':>10}{'human <':>10}{'auto %':>9}{'err %':>8}{'llm %':>8}{'human %':>9}{'cost/1k':>10}",
     ]
     for qid, q in report["questions"].items():

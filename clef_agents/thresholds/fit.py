@@ -36,7 +36,7 @@ import numpy as np
 from clef_agents.policy import Band, LanePolicy, QuestionBands
 from clef_agents.thresholds.planning import planning_table
 from clef_agents.thresholds.records import DecisionSample
-from clef_agents.thresholds.stats import ThresholdFit, fit_error_threshold, fit_share_threshold, min_accepted_for
+from clef_agents.thresholds.stats import START_RULES, ThresholdFit, fit_error_threshold, fit_share_threshold, min_accepted_for
 
 METHOD = "learn-then-test/fixed-sequence/exact-binomial"
 """Name written into each question's ``fit`` metadata."""
@@ -155,6 +155,7 @@ def fit_band(
     costs: Costs | None = None,
     seed: int = 0,
     pilot_fraction: float = 0.1,
+    start: str = "first",
 ) -> BandFit:
     """Fit the act threshold and the human threshold of one sample.
 
@@ -166,23 +167,24 @@ def fit_band(
     human = human or HumanRule()
     costs = costs or Costs()
     auto = fit_error_threshold(
-        sample.scores, sample.correct, max_auto_error, delta, pilot_fraction=pilot_fraction, seed=seed
+        sample.scores, sample.correct, max_auto_error, delta, pilot_fraction=pilot_fraction, seed=seed, start=start
     )
-    human_below, human_meta = _human_threshold(sample, auto.threshold, delta, human, seed, pilot_fraction)
+    human_below, human_meta = _human_threshold(sample, auto.threshold, delta, human, seed, pilot_fraction, start)
     band = Band(auto_at=auto.threshold, human_below=human_below)
     shares = lane_shares(sample.scores, sample.correct, band.auto_at, band.human_below)
     return BandFit(band=band, auto=auto, human=human_meta, calibration=shares, cost_per_1000=costs.per_1000(shares))
 
 
 def _human_threshold(
-    sample: DecisionSample, auto_at: float, delta: float, rule: HumanRule, seed: int, pilot_fraction: float
+    sample: DecisionSample, auto_at: float, delta: float, rule: HumanRule, seed: int, pilot_fraction: float, start: str
 ) -> tuple[float, dict[str, Any]]:
     if rule.kind == "none":
         return 0.0, {"rule": "none"}
     if rule.kind == "share":
         share = fit_share_threshold(sample.scores, rule.value, delta)
         return min(share.threshold, auto_at), {"rule": "share", "max_share": rule.value, "threshold": share.threshold}
-    llm = fit_error_threshold(sample.scores, sample.correct, rule.value, delta, pilot_fraction=pilot_fraction, seed=seed)
+    llm = fit_error_threshold(sample.scores, sample.correct, rule.value, delta, pilot_fraction=pilot_fraction, seed=seed,
+                              start=start)
     threshold = llm.threshold if llm.certified else auto_at
     meta = {"rule": "llm_error", "max_llm_error": rule.value, "certified": llm.certified, "threshold": threshold}
     if llm.reason:
@@ -210,14 +212,18 @@ def fit_lanes(
     seed: int = 0,
     pilot_fraction: float = 0.1,
     base: LanePolicy | None = None,
+    start: str = "first",
 ) -> LaneFit:
     """Fit a lane policy: one band per question, plus one per route slice with ``min_slice``
     records or more (smaller slices fall back to the question's pooled band).
 
     ``base`` (optional) supplies the default band and keeps questions this data does not cover.
+    ``start`` is where each fixed sequence begins (``stats.START_RULES``; see ``fit_error_threshold``).
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    if start not in START_RULES:
+        raise ValueError(f"unknown sequence start {start!r}; allowed: {', '.join(START_RULES)}")
     delta = 1.0 - confidence
     human = human or HumanRule()
     costs = costs or Costs()
@@ -230,10 +236,11 @@ def fit_lanes(
         "human_rule": asdict(human),
         "costs": asdict(costs),
         "min_slice": min_slice,
+        "sequence_start": start,
         "questions": {},
     }
     fits: dict[str, BandFit] = {}
-    options = {"human": human, "costs": costs, "seed": seed, "pilot_fraction": pilot_fraction}
+    options = {"human": human, "costs": costs, "seed": seed, "pilot_fraction": pilot_fraction, "start": start}
     for qid, sample in samples.items():
         pooled = fit_band(sample, max_auto_error, delta, **options)
         fits[qid] = pooled
@@ -248,7 +255,8 @@ def fit_lanes(
                                     "planning": planning_table(sample.scores, sample.correct, max_auto_error, delta,
                                                                pilot_fraction=pilot_fraction)}
     policy.meta.update({"fitted_by": "clef_agents.thresholds", "method": METHOD, "max_auto_error": max_auto_error,
-                        "confidence": confidence, "costs": asdict(costs), "human_rule": asdict(human)})
+                        "confidence": confidence, "costs": asdict(costs), "human_rule": asdict(human),
+                        "sequence_start": start})
     return LaneFit(policy=policy, report=report, fits=fits)
 
 

@@ -77,6 +77,23 @@ def single_test_power(accepted: int, error_rate: float, target: float, delta: fl
     return binomial_cdf(k, accepted, error_rate) if k >= 0 else 0.0
 
 
+def accepted_for_power(error_rate: float, target: float, delta: float, power: float) -> int:
+    """Fewest accepted decisions with which one exact test at ``delta`` certifies ``target`` with
+    probability ``power`` when their true error rate is ``error_rate`` (below the target).
+
+    Example:
+        >>> accepted_for_power(0.0025, 0.01, 0.1, 0.8)  # where the robust sequence start lies at 1 %
+        535
+    """
+    _check_rates(error_rate=error_rate, power=power, target=target, delta=delta)
+    if error_rate >= target:
+        raise ValueError(f"error_rate {error_rate} must be below the target {target} for any number of decisions to certify it")
+    accepted = min_accepted_for(target, delta)
+    while single_test_power(accepted, error_rate, target, delta) < power:
+        accepted += max(1, accepted // 50)
+    return accepted
+
+
 def records_needed(
     error_rate: float,
     coverage: float,

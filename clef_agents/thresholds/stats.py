@@ -209,6 +209,7 @@ def fit_error_threshold(
     step: float = 0.005,
     seed: int = 0,
     max_failures: int = 0,
+    start: str = "first",
 ) -> ThresholdFit:
     """Lowest threshold whose conditional error is certified ``<= target`` at level ``delta``.
 
@@ -221,6 +222,14 @@ def fit_error_threshold(
     after ``k + 1`` non-rejections (still family-wise ``delta``: a false rejection needs one of the
     first ``k + 1`` true nulls to be rejected); the default ``k = 0`` had the best power in our
     simulations.
+
+    ``start`` says where the sequence begins (choose it before seeing the records, never by
+    trying both): ``"first"`` at the first threshold the pilot expects to accept ``start_margin``
+    times the fewest error-free answers that can certify the target (288 at 1 %, δ = 0.1), so a
+    single confident error there ends the sequence; ``"robust"`` where the first test passes with
+    probability 0.8 if the error rate is a quarter of the target (535 answers at 1 %; at most half
+    the testing records), which survives a few label-noise errors at the top but cannot certify
+    shares smaller than that (``START_RULES``; measured in docs/thresholds.md).
 
     Example:
         >>> rng = np.random.default_rng(0)
@@ -243,7 +252,7 @@ def fit_error_threshold(
             f"at least {n_needed} accepted decisions (all correct) are needed"
         )
         return fit
-    n_start = min(int(math.ceil(start_margin * n_needed)), len(testing))
+    n_start = _start_size(start, target, level, n_needed, start_margin, len(testing))
     sequence = threshold_sequence(scores[pilot], len(testing), n_start, step)
     test_scores, test_wrong = scores[testing], ~correct[testing]
     failures = 0
@@ -270,6 +279,21 @@ def fit_error_threshold(
             f"{n_start} of {len(testing)} testing decisions a first test needs"
         )
     return fit
+
+
+START_RULES = ("first", "robust")
+"""Where ``fit_error_threshold``'s fixed sequence begins."""
+
+
+def _start_size(start: str, target: float, level: float, n_needed: int, start_margin: float, testing: int) -> int:
+    """How many testing decisions the first threshold of the sequence should accept."""
+    if start == "first":
+        return min(int(math.ceil(start_margin * n_needed)), testing)
+    if start == "robust":
+        from clef_agents.thresholds.planning import accepted_for_power  # noqa: PLC0415 (planning imports this module)
+
+        return max(n_needed, min(accepted_for_power(target / 4, target, level, 0.8), testing // 2))
+    raise ValueError(f"unknown sequence start {start!r}; allowed: {', '.join(START_RULES)}")
 
 
 @dataclass
