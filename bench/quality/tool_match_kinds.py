@@ -9,7 +9,9 @@ advantage. The test split is not read.
 
 Candidates: ``cosine`` (pooled: highest and mean request–tool cosine, ln(1 + tools)); ``coverage``
 (token level, IDF from the fit records); ``coverage`` without IDF (uniform token weights); both
-sets together.
+sets together. Then variants of ``coverage`` that were measured and not adopted: parameter names
+added to each tool's text, 64 or 256 tokens per text instead of 128, the last ``user:`` line alone
+as the request, and the adapted backbone's token vectors (adapter on) instead of the frozen ones.
 
 Run:   HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/tool_match_kinds.py
 Writes bench/quality/results/tool_match_kinds.json.
@@ -20,7 +22,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -28,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 torch.set_num_threads(2)
 from clef_agents.model import ClefDecisionModel  # noqa: E402
+import clef_agents.model.engine as engine_module  # noqa: E402
+import clef_agents.model.tool_match as tool_match  # noqa: E402
 from clef_agents.model.tool_match import coverage_features, fit_token_idf, match_features  # noqa: E402
 from clef_agents.train import teach as T  # noqa: E402
 from clef_agents.train.datasets import load_records  # noqa: E402
@@ -57,6 +63,37 @@ def cross_fitted(base: torch.Tensor, raw: torch.Tensor, present: torch.Tensor, g
     return {"nll": round(nll / total, 4), "accuracy": round(correct / total, 4)}
 
 
+@contextmanager
+def patched(module: object, name: str, value: object) -> Iterator[None]:
+    """``module.name`` set to ``value`` for a block."""
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
+
+
+def with_parameter_names(line: str) -> str | None:
+    """The shipped tool text plus the names of the tool's parameters in brackets."""
+    text = ORIGINAL_TOOL_TEXT(line)
+    if text is None:
+        return None
+    properties = (json.loads(line.strip()).get("parameters") or {}).get("properties") or {}
+    return f"{text} ({', '.join(properties)})" if isinstance(properties, dict) and properties else text
+
+
+def last_user_line(text: str) -> tuple[list[str], str]:
+    """The shipped split, with only the last ``user:`` line kept as the request."""
+    tools, request = ORIGINAL_SPLIT(text)
+    users = [line for line in request.splitlines() if line.startswith("user:")]
+    return tools, users[-1] if users else request
+
+
+ORIGINAL_TOOL_TEXT = tool_match._tool_text
+ORIGINAL_SPLIT = tool_match.split_tool_listing
+
+
 def main() -> int:
     began = time.time()
     model = ClefDecisionModel.from_pretrained("mini")
@@ -76,6 +113,19 @@ def main() -> int:
         "coverage without IDF": coverage_features(texts, engine.embed_tokens_frozen, torch.ones(1)),
     }
     candidates["cosine + coverage"] = torch.cat([candidates["cosine"], candidates["coverage"]], 1)
+    variants = {
+        "coverage, parameter names in the tool text": [(tool_match, "_tool_text", with_parameter_names)],
+        "coverage, 64 tokens per text": [(tool_match, "TOKEN_MAX_LENGTH", 64), (engine_module, "TOKEN_MAX_LENGTH", 64)],
+        "coverage, 256 tokens per text": [(tool_match, "TOKEN_MAX_LENGTH", 256), (engine_module, "TOKEN_MAX_LENGTH", 256)],
+        "coverage, last user line as the request": [(tool_match, "split_tool_listing", last_user_line)],
+        "coverage, adapted token vectors (adapter on)": [(engine, "_adapters_disabled", lambda: nullcontext())],
+    }
+    for name, patches in variants.items():
+        engine.clear_caches()
+        with patched(*patches[0]), (patched(*patches[1]) if len(patches) > 1 else nullcontext()):
+            variant_idf = fit_token_idf([group.texts[i] for i in fit_rows], engine.token_ids)
+            candidates[name] = coverage_features(texts, engine.embed_tokens_frozen, variant_idf)
+    engine.clear_caches()
     results = {"without a tool match": {k: round(v, 4) for k, v in T._scores(base, present, gold).items()}}
     results.update({name: cross_fitted(base, raw, present, gold, option) for name, raw in candidates.items()})
     report = {
