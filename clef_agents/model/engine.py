@@ -12,7 +12,7 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -291,20 +291,27 @@ class DecisionEngine:
 
     def encode_texts(self, texts: list[str]) -> torch.Tensor:
         """Mean-pooled frozen-backbone embeddings of texts (adapters off), cached per text."""
+        found = self._through_cache(self._text_cache, TEXT_CACHE_SIZE, texts, self._embed_frozen)
+        return torch.stack([found[t] for t in texts])
+
+    def _through_cache(self, cache: OrderedDict[str, Any], size: int, texts: list[str],
+                       compute: Callable[[list[str]], Sequence[Any]]) -> dict[str, Any]:
+        """Each distinct text's value from ``cache`` (least recently used dropped past ``size``), the
+        missing ones computed by ``compute`` in chunks of ``FORWARD_CHUNK``."""
         wanted = list(dict.fromkeys(texts))
         with self._lock:
-            found = {t: self._text_cache[t] for t in wanted if t in self._text_cache}
+            found = {t: cache[t] for t in wanted if t in cache}
         missing = [t for t in wanted if t not in found]
         for start in range(0, len(missing), FORWARD_CHUNK):
             chunk = missing[start : start + FORWARD_CHUNK]
-            found.update(zip(chunk, self._embed_frozen(chunk)))
+            found.update(zip(chunk, compute(chunk)))
         with self._lock:
             for text in wanted:
-                self._text_cache[text] = found[text]
-                self._text_cache.move_to_end(text)
-            while len(self._text_cache) > TEXT_CACHE_SIZE:
-                self._text_cache.popitem(last=False)
-        return torch.stack([found[t] for t in texts])
+                cache[text] = found[text]
+                cache.move_to_end(text)
+            while len(cache) > size:
+                cache.popitem(last=False)
+        return found
 
     def embed_frozen(self, texts: list[str], cache: bool = True) -> torch.Tensor:
         """Mean-pooled frozen-backbone embeddings [N, H]; with ``cache`` through ``encode_texts``'s cache
@@ -316,12 +323,17 @@ class DecisionEngine:
         return torch.cat([self._embed_frozen(texts[i : i + FORWARD_CHUNK]) for i in range(0, len(texts), FORWARD_CHUNK)])
 
     @torch.no_grad()
-    def _embed_frozen(self, texts: list[str]) -> torch.Tensor:
+    def _frozen_hidden(self, texts: list[str], max_length: int) -> tuple[Any, torch.Tensor]:
+        """Tokens and last-layer token states of texts, adapters off and dropout off (the frozen encoder)."""
         tokens = self.backbone.tokenizer(
-            texts, padding=True, truncation=True, max_length=128, return_tensors="pt"
+            texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"
         ).to(self.device)
         with self._network_in_eval(), self._adapters_disabled():  # frozen and cached: never with dropout
             hidden = self._hidden(tokens["input_ids"], tokens["attention_mask"])
+        return tokens, hidden
+
+    def _embed_frozen(self, texts: list[str]) -> torch.Tensor:
+        tokens, hidden = self._frozen_hidden(texts, 128)
         return mean_pool(hidden, tokens["attention_mask"]).float().cpu()
 
     def embed_tokens_frozen(self, texts: list[str], cache: bool = True) -> list[TokenStates]:
@@ -329,30 +341,15 @@ class DecisionEngine:
         tokens left out, at most ``TOKEN_MAX_LENGTH`` tokens); with ``cache``, kept per text (LRU)."""
         if not cache:
             return [state for i in range(0, len(texts), FORWARD_CHUNK) for state in self._embed_tokens(texts[i : i + FORWARD_CHUNK])]
-        wanted = list(dict.fromkeys(texts))
-        with self._lock:
-            found = {t: self._token_cache[t] for t in wanted if t in self._token_cache}
-        missing = [t for t in wanted if t not in found]
-        for start in range(0, len(missing), FORWARD_CHUNK):
-            chunk = missing[start : start + FORWARD_CHUNK]
-            found.update(zip(chunk, ((ids, vectors.half()) for ids, vectors in self._embed_tokens(chunk))))
-        with self._lock:
-            for text in wanted:
-                self._token_cache[text] = found[text]
-                self._token_cache.move_to_end(text)
-            while len(self._token_cache) > TOKEN_CACHE_SIZE:
-                self._token_cache.popitem(last=False)
+        found = self._through_cache(self._token_cache, TOKEN_CACHE_SIZE, texts,
+                                    lambda chunk: [(ids, vectors.half()) for ids, vectors in self._embed_tokens(chunk)])
         return [(found[t][0], found[t][1].float()) for t in texts]
 
-    @torch.no_grad()
     def _embed_tokens(self, texts: list[str]) -> list[TokenStates]:
         if not texts:
             return []
-        tokens = self.backbone.tokenizer(
-            texts, padding=True, truncation=True, max_length=TOKEN_MAX_LENGTH, return_tensors="pt"
-        ).to(self.device)
-        with self._network_in_eval(), self._adapters_disabled():
-            hidden = F.normalize(self._hidden(tokens["input_ids"], tokens["attention_mask"]).float(), dim=-1).cpu()
+        tokens, hidden = self._frozen_hidden(texts, TOKEN_MAX_LENGTH)
+        hidden = F.normalize(hidden.float(), dim=-1).cpu()
         ids = tokens["input_ids"].cpu()
         keep = tokens["attention_mask"].cpu().bool() & ~torch.isin(ids, torch.tensor(self.backbone.tokenizer.all_special_ids))
         return [(ids[i][keep[i]], hidden[i][keep[i]]) for i in range(len(texts))]

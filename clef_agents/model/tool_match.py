@@ -211,6 +211,17 @@ def coverage_features(texts: Sequence[str], embed_tokens: EmbedTokens, idf: torc
     return rows
 
 
+def tool_features(kind: str, texts: Sequence[str], encoder: ToolEncoder, idf: torch.Tensor | None = None) -> torch.Tensor:
+    """The raw features [N, k] of states for a kind (``coverage`` reads ``idf``, ``cosine`` nothing more)."""
+    if kind == "coverage":
+        if idf is None:
+            raise ValueError("the coverage kind of tool features needs its token IDF weights")
+        return coverage_features(texts, encoder.embed_tokens_frozen, idf)
+    if kind == "cosine":
+        return match_features(texts, encoder.embed_frozen)
+    raise ValueError(f"unknown tool-match kind {kind!r}; allowed: {', '.join(KINDS)}")
+
+
 @dataclass(frozen=True)
 class ToolMatch:
     """``weight · (features - mean) / scale + bias`` added to option ``option``'s logit.
@@ -251,10 +262,7 @@ class ToolMatch:
 
     def features(self, texts: Sequence[str], encoder: ToolEncoder) -> torch.Tensor:
         """The raw features [N, k] of these states for this part's kind."""
-        if self.kind == "coverage":
-            assert self.idf is not None
-            return coverage_features(texts, encoder.embed_tokens_frozen, self.idf)
-        return match_features(texts, encoder.embed_frozen)
+        return tool_features(self.kind, texts, encoder, self.idf)
 
     def to_json(self) -> dict[str, Any]:
         """What ``taught.json`` keeps (the IDF table goes to the safetensors file)."""

@@ -36,7 +36,7 @@ import numpy as np
 from clef_agents.policy import Band, LanePolicy, QuestionBands
 from clef_agents.thresholds.planning import planning_table
 from clef_agents.thresholds.records import DecisionSample
-from clef_agents.thresholds.stats import START_RULES, ThresholdFit, fit_error_threshold, fit_share_threshold, min_accepted_for
+from clef_agents.thresholds.stats import ThresholdFit, check_start, fit_error_threshold, fit_share_threshold, min_accepted_for
 
 METHOD = "learn-then-test/fixed-sequence/exact-binomial"
 """Name written into each question's ``fit`` metadata."""
@@ -222,8 +222,7 @@ def fit_lanes(
     """
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
-    if start not in START_RULES:
-        raise ValueError(f"unknown sequence start {start!r}; allowed: {', '.join(START_RULES)}")
+    check_start(start)
     delta = 1.0 - confidence
     human = human or HumanRule()
     costs = costs or Costs()

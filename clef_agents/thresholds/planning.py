@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clef_agents.thresholds.stats import _log_factorials, binomial_cdf, min_accepted_for
+from clef_agents.thresholds.stats import binomial_cdf, binomial_log_pmf, min_accepted_for
 
 PLANNING_SHARES = (0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95)
 """Automatic shares the calibrate report plans for."""
@@ -54,10 +54,7 @@ def critical_errors(accepted: int, target: float, delta: float) -> int:
     if accepted <= 0:
         return -1
     top = min(accepted, int(accepted * target + 10 * math.sqrt(accepted * target + 1) + 10))
-    logf = _log_factorials(accepted)
-    k = np.arange(top + 1)
-    log_pmf = logf[accepted] - logf[k] - logf[accepted - k] + k * math.log(target) + (accepted - k) * math.log1p(-target)
-    cdf = np.cumsum(np.exp(log_pmf))
+    cdf = np.cumsum(np.exp(binomial_log_pmf(np.arange(top + 1), accepted, target)))
     passing = np.nonzero(cdf <= delta)[0]
     return int(passing[-1]) if len(passing) else -1
 

@@ -38,6 +38,17 @@ def _log_factorials(n: int) -> np.ndarray:
     return _LOG_FACTORIALS
 
 
+def binomial_log_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
+    """``log P(X = k)`` for ``X ~ Binomial(n, p)``, elementwise over integer ``k`` in ``[0, n]``, ``0 < p < 1``.
+
+    Example:
+        >>> round(float(np.exp(binomial_log_pmf(np.array([1]), 2, 0.5))[0]), 3)
+        0.5
+    """
+    logf = _log_factorials(n)
+    return logf[n] - logf[k] - logf[n - k] + k * math.log(p) + (n - k) * math.log1p(-p)
+
+
 def binomial_cdf(k: int, n: int, p: float) -> float:
     """``P(X <= k)`` for ``X ~ Binomial(n, p)``, computed exactly in log space.
 
@@ -51,9 +62,7 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
         return 1.0
     if p >= 1.0:
         return 0.0
-    logf = _log_factorials(n)
-    i = np.arange(k + 1)
-    log_pmf = logf[n] - logf[i] - logf[n - i] + i * math.log(p) + (n - i) * math.log1p(-p)
+    log_pmf = binomial_log_pmf(np.arange(k + 1), n, p)
     top = float(log_pmf.max())
     return float(min(1.0, math.exp(top) * float(np.exp(log_pmf - top).sum())))
 
@@ -238,6 +247,7 @@ def fit_error_threshold(
         >>> fit.certified and 0.85 < fit.threshold < 1.0
         True
     """
+    check_start(start)
     scores = np.asarray(scores, dtype=float)
     correct = np.asarray(correct, dtype=bool)
     if scores.shape != correct.shape:
@@ -285,15 +295,19 @@ START_RULES = ("first", "robust")
 """Where ``fit_error_threshold``'s fixed sequence begins."""
 
 
+def check_start(start: str) -> None:
+    """Refuse a sequence start that is not one of ``START_RULES``."""
+    if start not in START_RULES:
+        raise ValueError(f"unknown sequence start {start!r}; allowed: {', '.join(START_RULES)}")
+
+
 def _start_size(start: str, target: float, level: float, n_needed: int, start_margin: float, testing: int) -> int:
-    """How many testing decisions the first threshold of the sequence should accept."""
+    """How many testing decisions the first threshold of the sequence should accept (``start`` checked)."""
     if start == "first":
         return min(int(math.ceil(start_margin * n_needed)), testing)
-    if start == "robust":
-        from clef_agents.thresholds.planning import accepted_for_power  # noqa: PLC0415 (planning imports this module)
+    from clef_agents.thresholds.planning import accepted_for_power  # noqa: PLC0415 (planning imports this module)
 
-        return max(n_needed, min(accepted_for_power(target / 4, target, level, 0.8), testing // 2))
-    raise ValueError(f"unknown sequence start {start!r}; allowed: {', '.join(START_RULES)}")
+    return max(n_needed, min(accepted_for_power(target / 4, target, level, 0.8), testing // 2))
 
 
 @dataclass

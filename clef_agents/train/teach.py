@@ -38,7 +38,7 @@ from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexica
 from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, novelty, project, quantise_bank
 from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, Novelty, TaughtQuestion, parse_features, taught_key
 from clef_agents.model.tool_match import KINDS as TOOL_MATCH_KINDS
-from clef_agents.model.tool_match import ToolEncoder, ToolMatch, fit_token_idf, lists_tools
+from clef_agents.model.tool_match import ToolEncoder, ToolMatch, fit_token_idf, lists_tools, tool_features
 
 
 @dataclass
@@ -421,13 +421,12 @@ def add_tool_match(group: _Group, taught: TaughtQuestion, encoder: ToolEncoder,
     tried: dict[str, tuple[ToolMatch, dict[str, float]]] = {}
     for kind in kinds:
         idf = fit_token_idf([group.texts[i] for i in fit_rows], encoder.token_ids) if kind == "coverage" else None
-        probe = ToolMatch(group.names[option], (0.0,) * len(TOOL_MATCH_KINDS[kind]), 0.0, (0.0,) * len(TOOL_MATCH_KINDS[kind]),
-                          (1.0,) * len(TOOL_MATCH_KINDS[kind]), kind=kind, idf=idf)
-        raw = probe.features(texts, encoder)
+        raw = tool_features(kind, texts, encoder, idf)
         mean, scale = raw.mean(0), raw.std(0).clamp(min=1e-3)
         weights, bias = _fit_option_part(so_far, (raw - mean) / scale, option, p_held, y_held)
-        part = replace(probe, weight=tuple(round(w, 6) for w in weights), bias=round(bias, 6),
-                       mean=tuple(round(m, 6) for m in mean.tolist()), scale=tuple(round(s, 6) for s in scale.tolist()))
+        part = ToolMatch(group.names[option], tuple(round(w, 6) for w in weights), round(bias, 6),
+                         tuple(round(m, 6) for m in mean.tolist()), tuple(round(s, 6) for s in scale.tolist()),
+                         kind=kind, idf=idf)
         tried[kind] = part, _scores(so_far + part.logits(raw, option, len(group.names)), p_held, y_held)
     best_kind = min(tried, key=lambda kind: tried[kind][1]["nll"])
     part, with_tools = tried[best_kind]
