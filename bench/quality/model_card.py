@@ -130,9 +130,7 @@ def ece_status(mini: dict) -> str:
         if m["ece"] <= 0.02:
             met.append(name)
         else:
-            noise = m.get("ece_noise")
-            floor = f": {noise['mean']:.3f} expected of a perfectly calibrated model, p = {noise['p_value']:.2f}" if noise else ""
-            missed.append(f"{name} ({m['ece']:.3f}{floor})")
+            missed.append(f"{name} {m['ece']:.3f}{ece_noise_note(m)}")
     return f"- ECE ≤ 0.02 met: {', '.join(met) or 'none'}; missed: {', '.join(missed) or 'none'}."
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
@@ -122,7 +122,9 @@ def main() -> int:
     }
     for name, patches in variants.items():
         engine.clear_caches()
-        with patched(*patches[0]), (patched(*patches[1]) if len(patches) > 1 else nullcontext()):
+        with ExitStack() as stack:
+            for patch in patches:
+                stack.enter_context(patched(*patch))
             variant_idf = fit_token_idf([group.texts[i] for i in fit_rows], engine.token_ids)
             candidates[name] = coverage_features(texts, engine.embed_tokens_frozen, variant_idf)
     engine.clear_caches()

@@ -62,7 +62,6 @@ def ece_under_perfect_calibration(
     if conf.size == 0:
         return np.full(draws, float("nan"))
     index = np.minimum((conf * bins).astype(int), bins - 1)
-    counts = np.bincount(index, minlength=bins)
     conf_sums = np.bincount(index, weights=conf, minlength=bins)
     hits = np.random.default_rng(seed).uniform(size=(draws, conf.size)) < conf
     hit_sums = np.stack([np.bincount(index, weights=row, minlength=bins) for row in hits.astype(float)])
