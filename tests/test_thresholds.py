@@ -56,6 +56,17 @@ def test_binomial_cdf_matches_the_definition():
         assert binomial_cdf(k, n, p) == pytest.approx(exact, rel=1e-9)
 
 
+def test_binomial_cdf_beyond_the_factorial_table_agrees_and_keeps_the_table_small(monkeypatch):
+    from clef_agents.thresholds import stats
+
+    monkeypatch.setattr(stats, "_LOG_FACTORIALS", np.zeros(1))
+    monkeypatch.setattr(stats, "LOG_FACTORIAL_TABLE_LIMIT", 500)
+    for n, k, p in [(400, 5, 0.01), (2_000, 12, 0.01), (10_000, 95, 0.01)]:
+        exact = sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k + 1))
+        assert binomial_cdf(k, n, p) == pytest.approx(exact, rel=1e-9)
+    assert len(stats._LOG_FACTORIALS) <= 501
+
+
 def test_clopper_pearson_upper_bound_is_where_the_tail_equals_delta():
     bound = clopper_pearson_upper(3, 400, 0.9)
     assert binomial_cdf(3, 400, bound) == pytest.approx(0.1, abs=1e-6)

@@ -27,15 +27,24 @@ from typing import Any
 import numpy as np
 
 _LOG_FACTORIALS = np.zeros(1)
+LOG_FACTORIAL_TABLE_LIMIT = 1_000_000
+"""Largest ``n`` whose ``log(i!)`` table is kept (8 MB); beyond it ``log(i!)`` is computed per value."""
 
 
 def _log_factorials(n: int) -> np.ndarray:
-    """``log(i!)`` for ``i = 0..n`` (a table grown on demand)."""
+    """``log(i!)`` for ``i = 0..n`` (a table grown on demand, up to ``LOG_FACTORIAL_TABLE_LIMIT``)."""
     global _LOG_FACTORIALS
     if len(_LOG_FACTORIALS) <= n:
-        size = max(n + 1, 2 * len(_LOG_FACTORIALS))
+        size = min(max(n + 1, 2 * len(_LOG_FACTORIALS)), LOG_FACTORIAL_TABLE_LIMIT + 1)
         _LOG_FACTORIALS = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, size)))])
     return _LOG_FACTORIALS
+
+
+def _log_factorial(values: np.ndarray, n: int) -> np.ndarray:
+    """``log(v!)`` for integer ``values`` in ``[0, n]``: from the table while ``n`` fits it, else by ``lgamma``."""
+    if n <= LOG_FACTORIAL_TABLE_LIMIT:
+        return _log_factorials(n)[values]
+    return np.array([math.lgamma(float(v) + 1.0) for v in np.atleast_1d(values)]).reshape(np.shape(values))
 
 
 def binomial_log_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
@@ -45,8 +54,9 @@ def binomial_log_pmf(k: np.ndarray, n: int, p: float) -> np.ndarray:
         >>> round(float(np.exp(binomial_log_pmf(np.array([1]), 2, 0.5))[0]), 3)
         0.5
     """
-    logf = _log_factorials(n)
-    return logf[n] - logf[k] - logf[n - k] + k * math.log(p) + (n - k) * math.log1p(-p)
+    k = np.asarray(k)
+    log_n = _log_factorial(np.asarray(n), n)
+    return log_n - _log_factorial(k, n) - _log_factorial(n - k, n) + k * math.log(p) + (n - k) * math.log1p(-p)
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
