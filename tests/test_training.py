@@ -187,8 +187,104 @@ def test_cap_records_keeps_boosted_labels_and_whole_uncapped_sets():
 def test_unknown_stage_is_refused(encoder_dir, tmp_path):
     from clef_agents.train.trainer import TrainSettings, train
 
-    with pytest.raises(ValueError, match="unknown training stage 'lora'; choose one of full, head, match"):
+    with pytest.raises(ValueError, match="unknown training stage 'lora'; choose one of full, adapter, head, match"):
         train(make_model(encoder_dir), tiny_records(4, 0), TrainSettings(steps=1, stage="lora"), tmp_path, progress=False)
+
+
+def test_adapter_stage_trains_lora_alone_and_its_probes_learn(encoder_dir, tmp_path):
+    import torch
+
+    from clef_agents.train.trainer import TrainSettings, train
+
+    model = make_model(encoder_dir)
+    head_before = {n: p.detach().clone() for n, p in model.engine.head.named_parameters()}
+    adapter_before = {n: p.detach().clone() for n, p in model.engine.network.named_parameters() if "lora_" in n}
+    base_before = {n: p.detach().clone() for n, p in model.engine.network.named_parameters() if "lora_" not in n}
+    settings = TrainSettings(steps=60, batch_size=8, warmup_steps=3, lr_head=1e-2, lr_lora=3e-3, threads=1, stage="adapter")
+    summary = train(model, tiny_records(48, 0), settings, tmp_path / "run", progress=False, held_out=tiny_records(24, 1))
+    early, late = sum(summary["losses"][:10]) / 10, sum(summary["losses"][-10:]) / 10
+    assert late < 0.6 * early
+    for name, p in model.engine.head.named_parameters():
+        assert torch.equal(p, head_before[name]), name
+    for name, p in model.engine.network.named_parameters():
+        assert torch.equal(p, base_before[name]) if "lora_" not in name else True, name
+    assert any(not torch.equal(p, adapter_before[n]) for n, p in model.engine.network.named_parameters() if "lora_" in n)
+    held_out = summary["probe_held_out"]
+    assert held_out["answers"] == 24 * 3 and held_out["accuracy"] > 0.8
+    assert set(held_out["per_question"]) == {"which team", "is this urgent", "how angry"}
+    assert summary["settings"]["augment"] is False  # probes are keyed by the exact question
+
+
+def test_adapter_stage_resumes_with_its_probes(encoder_dir, tmp_path):
+    from clef_agents.train.trainer import TrainSettings, train
+
+    records = tiny_records(24, 2)
+    settings = TrainSettings(steps=6, batch_size=4, warmup_steps=1, save_every=3, threads=1, stage="adapter")
+    train(make_model(encoder_dir), records, TrainSettings(**{**settings.__dict__, "steps": 3}), tmp_path / "run", progress=False)
+    summary = train(make_model(encoder_dir), records, settings, tmp_path / "run", progress=False)
+    assert summary["resumed_from"] == 3 and len(summary["losses"]) == 3
+
+
+def test_adapter_stage_needs_questions_that_recur(encoder_dir, tmp_path):
+    from clef_agents.train.trainer import TrainSettings, train
+
+    records = [{**r, "questions": {"q": {"type": "noul", "instructions": f"is record {i} urgent"}}, "labels": {"q": True}}
+               for i, r in enumerate(tiny_records(30, 0))]
+    with pytest.raises(ValueError, match="no question recurs often enough to probe"):
+        train(make_model(encoder_dir), records, TrainSettings(steps=1, stage="adapter"), tmp_path, progress=False)
+
+
+def test_cli_widens_lora_from_a_checkpoint_keeping_its_adapter(encoder_dir, tmp_path):
+    import json
+
+    import torch
+
+    from clef_agents.cli import main
+    from clef_agents.model import ClefDecisionModel
+
+    old_model = make_model(encoder_dir)
+    with torch.no_grad():
+        for name, p in old_model.engine.network.named_parameters():
+            if "lora_B" in name:
+                p.normal_()
+    old = old_model.save_pretrained(tmp_path / "old")
+    from clef_agents.cli import build_parser
+    from clef_agents.train.cli import _starting_model
+
+    args = build_parser().parse_args(["train", "--out", "x", "--init", str(old), "--lora-layers", "all",
+                                      "--lora-targets", "query", "key", "value", "dense"])
+    widened, _ = _starting_model(args)
+    old_lora = {n: p for n, p in old_model.engine.network.named_parameters() if "lora_" in n}
+    new_lora = dict(widened.engine.network.named_parameters())
+    assert len([n for n in new_lora if "lora_" in n]) > len(old_lora)
+    for name, p in old_lora.items():
+        assert torch.equal(new_lora[name], p), name  # the checkpoint's adapter is kept where both have modules
+    for name, p in new_lora.items():
+        if "lora_B" in name and name not in old_lora:
+            assert not p.any(), name  # new modules start as no change
+
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(24, 0)))
+    code = main(["train", "--out", str(tmp_path / "run"), "--stage", "adapter", "--init", str(old), "--steps", "2",
+                 "--batch-size", "4", "--records", str(records), "--valid-records", str(records), "--threads", "1",
+                 "--no-progress", "--lora-layers", "all", "--lora-targets", "query", "key", "value", "dense"])
+    assert code == 0
+    wide = ClefDecisionModel.from_pretrained(tmp_path / "run" / "final")
+    depth = wide.engine.backbone.model.config.num_hidden_layers
+    assert wide.config.lora.layers == list(range(depth)) and wide.config.lora.target_modules == ["query", "key", "value", "dense"]
+    names = {n for n, _ in wide.engine.network.named_parameters() if "lora_A" in n}
+    assert any(".0." in n and "key" in n for n in names) and any("dense" in n for n in names)
+    card = wide.config.data_card
+    assert card["stage"] == "adapter" and card["probe_held_out"]["answers"] == 24 * 3
+    assert "--lora-layers all" in card["command"] and "--lora-targets query key value dense" in card["command"]
+
+
+def test_lora_layers_argument_is_checked():
+    from clef_agents.train.cli import lora_layers
+
+    assert lora_layers(["2", "0", "2"]) == [0, 2]
+    with pytest.raises(ValueError, match="layer indices or 'all', got top"):
+        lora_layers(["top"])
 
 
 def test_cli_stage_starts_from_a_checkpoint_without_the_match_path(encoder_dir, tmp_path):

@@ -29,11 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=int, default=None)
-    train.add_argument("--stage", choices=["full", "head", "match"], default="full",
-                       help="full: LoRA + head; head / match: the head (or its pooled part) on cached states")
+    train.add_argument("--stage", choices=["full", "adapter", "head", "match"], default="full",
+                       help="full: LoRA + head; adapter: LoRA alone, through probes on pooled states (train the head after);"
+                            " head / match: the head (or its pooled part) on cached states")
     train.add_argument("--init", default=None, help="start from this checkpoint's adapter and head (e.g. a full-stage run)")
     train.add_argument("--state-cache", default=None, help="file that keeps the cached states between head/match runs")
     train.add_argument("--lr-head", type=float, default=None, help="learning rate of the head (default 1e-3)")
+    train.add_argument("--lora-layers", nargs="+", default=None, metavar="N|all",
+                       help="layers that get LoRA (indices, or 'all'; default: the top half, or --init's)")
+    train.add_argument("--lora-targets", nargs="+", default=None, metavar="SUFFIX",
+                       help="module name suffixes that get LoRA (e.g. query key value dense; default: the attention"
+                            " query/value projections, or --init's); with --init, its adapter weights load into the"
+                            " modules both have and the others start as no change")
     train.add_argument("--no-calibrate", action="store_true", help="skip fitting calibration at the end")
     train.add_argument("--no-resume", action="store_true")
     train.add_argument("--no-progress", action="store_true")
@@ -120,7 +127,7 @@ def _run_train(args: argparse.Namespace) -> int:
         train_records, weights = mixture_records(MINI_MIXTURE, "train", tuple(args.exclude))
         valid_records, _ = mixture_records(MINI_MIXTURE, "valid", tuple(args.exclude))
         label_weights = dict(MINI_LABEL_WEIGHTS)
-        if args.stage != "full":
+        if args.stage in ("head", "match"):
             train_records = cap_records(train_records, MINI_CACHE_CAPS, args.seed, keep=label_weights)
     print(f"training on {len(train_records)} records ({len(weights) or 'custom'} datasets); {len(valid_records)} held out for calibration")
     model, previous_card = _starting_model(args)
@@ -129,8 +136,14 @@ def _run_train(args: argparse.Namespace) -> int:
                              state_cache=args.state_cache)
     if args.lr_head is not None:
         settings.lr_head = args.lr_head
-    summary = train(model, train_records, settings, out, resume=not args.no_resume, progress=not args.no_progress)
-    if valid_records and not args.no_calibrate:
+    summary = train(model, train_records, settings, out, resume=not args.no_resume, progress=not args.no_progress,
+                    held_out=valid_records if args.stage == "adapter" else ())
+    if "probe_held_out" in summary:
+        print(f"probes on the held-out records: accuracy {summary['probe_held_out']['accuracy']:.4f} "
+              f"over {summary['probe_held_out']['answers']} answers")
+    if args.stage == "adapter":
+        print("the head was not trained and no longer fits the adapter: run the match / head stages with --init next")
+    elif valid_records and not args.no_calibrate:
         fit_calibration(model, valid_records, progress=not args.no_progress)
     model.engine.config.trained = True
     card = _data_card(summary, weights, args, len(train_records))
@@ -149,17 +162,61 @@ def _starting_model(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     from clef_agents.model.engine import _resolve_backbone  # noqa: PLC0415
 
     if not args.init:
-        return _fresh(ClefConfig(name=args.name, backbone=args.backbone)), {}
+        return _fresh(_with_lora_args(ClefConfig(name=args.name, backbone=args.backbone), args)), {}
     folder = checkpoint_folder(args.init)
     old = json.loads((folder / "config.json").read_text())
     old["head"]["match"] = True  # the current head; parts the checkpoint lacks start fresh
     config = ClefConfig.model_validate({**old, "name": args.name, "trained": False, "data_card": {}})
     config.backbone = _resolve_backbone(config.backbone, folder)
-    model = _fresh(config)
+    model = _fresh(_with_lora_args(config, args))
     missing = model.engine.load_weights(folder, strict=False)
     if missing:
         print(f"starting from {folder}; new head parameters start fresh: {', '.join(missing)}")
     return model, old.get("data_card", {})
+
+
+def lora_layers(values: list[str] | None) -> list[int] | None:
+    """``--lora-layers`` → layer indices (None: every layer for 'all', else the config's default).
+
+    Example:
+        >>> lora_layers(["3", "4"]), lora_layers(["all"])
+        ([3, 4], None)
+    """
+    if not values or values == ["all"]:
+        return None
+    try:
+        layers = sorted({int(v) for v in values})
+    except ValueError:
+        raise ValueError(f"--lora-layers takes layer indices or 'all', got {' '.join(values)}") from None
+    if layers[0] < 0:
+        raise ValueError(f"--lora-layers: layer indices start at 0, got {layers[0]}")
+    return layers
+
+
+def _with_lora_args(config: Any, args: argparse.Namespace) -> Any:
+    """The config with ``--lora-layers`` / ``--lora-targets`` applied (unchanged without them)."""
+    layers_arg = getattr(args, "lora_layers", None)
+    targets = getattr(args, "lora_targets", None)
+    if config.lora is None or (layers_arg is None and targets is None):
+        return config
+    update: dict[str, Any] = {}
+    if layers_arg is not None:
+        layers = lora_layers(layers_arg)
+        update["layers"] = layers if layers is not None else list(range(_backbone_depth(config)))
+    if targets is not None:
+        update["target_modules"] = list(targets)
+    config.lora = config.lora.model_copy(update=update)
+    return config
+
+
+def _backbone_depth(config: Any) -> int:
+    """Number of layers of the config's backbone (for ``--lora-layers all``), read from its config.json."""
+    from clef_agents.model.backbones import MINILM_ALIASES, minilm_path  # noqa: PLC0415
+
+    folder = minilm_path() if config.backbone in MINILM_ALIASES else Path(config.backbone)
+    if not (folder / "config.json").exists():
+        raise ValueError(f"--lora-layers all: cannot read the depth of backbone {config.backbone!r}; give the layer indices")
+    return int(json.loads((folder / "config.json").read_text())["num_hidden_layers"])
 
 
 def _stage_entry(card: dict[str, Any]) -> dict[str, Any]:
@@ -191,8 +248,11 @@ def _data_card(summary: dict[str, Any], weights: dict[str, float], args: argpars
         "loss_first": summary["first_loss"],
         "loss_final": summary["final_loss"],
         "stage": args.stage,
+        **({"probe_held_out": summary["probe_held_out"]} if "probe_held_out" in summary else {}),
         "command": "clef-agents train " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
                                                    if k in ("out", "steps", "batch_size", "seed", "name", "stage", "init", "lr_head") and v is not None) +
+                   "".join(f" --{k.replace('_', '-')} {' '.join(getattr(args, k))}" for k in ("lora_layers", "lora_targets")
+                           if getattr(args, k, None)) +
                    (" --exclude " + " ".join(args.exclude) if args.exclude else ""),
     }
 

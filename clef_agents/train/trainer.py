@@ -1,8 +1,10 @@
 """Training: frozen backbone, LoRA + routing head, label-smoothed CE + Brier + an ordinal term.
 
-Three stages share one loop (``TrainSettings.stage``):
+Four stages share one loop (``TrainSettings.stage``):
 
-- ``full``: LoRA + head, one backbone pass per step (the only stage that changes the adapter);
+- ``full``: LoRA + head, one backbone pass per step;
+- ``adapter``: LoRA alone, through linear probes on pooled states of recurring questions
+  (``adapter_stage``; the head is left as it was and must be trained again after);
 - ``head``: the whole head on cached final-layer states of the training texts (backbone and
   adapter fixed: the states are computed once, so a step costs only the head);
 - ``match``: only the pooled part of the head (prior and match path) on the same cache, which
@@ -24,7 +26,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +68,8 @@ class TrainSettings:
     """Draw records of ``"dataset:label"`` this many times as often within their data set
     (e.g. ``{"clinc150:oos": 20}`` for a rare out-of-scope class)."""
     stage: str = "full"
-    """``full`` (LoRA + head), ``head`` or ``match`` (cached states; see the module docstring)."""
+    """``full`` (LoRA + head), ``adapter`` (LoRA through probes), ``head`` or ``match`` (cached states;
+    see the module docstring)."""
     state_cache: str | None = None
     """File to keep the cached states in between runs (reused when it was made with the same adapter)."""
 
@@ -188,8 +191,10 @@ def train(
     *,
     resume: bool = True,
     progress: bool = True,
+    held_out: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Train LoRA + head in place; returns a summary (losses, wall time, throughput).
+    """Train LoRA + head in place (what a stage trains: see the module docstring); returns a summary
+    (losses, wall time, throughput; for the ``adapter`` stage the probes' accuracy on ``held_out``).
 
     Example:
         >>> summary = train(model, records, TrainSettings(steps=10), "runs/tiny")  # doctest: +SKIP
@@ -207,6 +212,14 @@ def train(
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(settings.seed)
     params = _stage_parameters(engine, settings.stage)
+    probes = None
+    if settings.stage == "adapter":
+        from clef_agents.train import adapter_stage  # noqa: PLC0415
+
+        probes = adapter_stage.Probes(adapter_stage.probe_questions(train_records), engine).to(engine.device)
+        train_records = adapter_stage.probed_records(train_records, probes)
+        settings = replace(settings, augment=False)  # probes are keyed by the exact question; augmentation would rename it
+        params = params + list(probes.parameters())
     lora_ids = {id(p) for n, p in engine.network.named_parameters() if "lora_" in n}
     optimizer = torch.optim.AdamW(
         [
@@ -216,13 +229,13 @@ def train(
         weight_decay=settings.weight_decay,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(settings))
-    start_step, earlier_s = _maybe_resume(engine, optimizer, scheduler, run_dir) if resume else (0, 0.0)
+    start_step, earlier_s = _maybe_resume(engine, optimizer, scheduler, run_dir, probes) if resume else (0, 0.0)
     sampler = RecordSampler(train_records, settings)
     saved_window = engine.config.max_state_tokens
     if settings.max_train_state_tokens:
         engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
     cache = None
-    if settings.stage != "full":
+    if settings.stage in ("head", "match"):
         cache = StateCache(engine)
         if settings.state_cache:
             cache.load(settings.state_cache)
@@ -234,14 +247,17 @@ def train(
     began = time.time()
     bar = tqdm(total=settings.steps, initial=start_step, disable=not progress, desc="train", unit="step", dynamic_ncols=True)
     engine.train_mode(True)
-    if settings.stage != "full":
+    if settings.stage in ("head", "match"):
         engine.network.eval()  # cached states were computed without dropout; keep the backbone as it was
     try:
         for step in range(start_step, settings.steps):
             rng = random.Random(settings.seed * 1_000_003 + step)
             examples = sampler.draw(rng, settings.batch_size)
             optimizer.zero_grad(set_to_none=True)
-            loss = _accumulate(engine, examples, settings, cache)
+            if probes is not None:
+                loss = adapter_stage.accumulate(engine, probes, examples, settings.micro_batches, settings.label_smoothing)
+            else:
+                loss = _accumulate(engine, examples, settings, cache)
             torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
             optimizer.step()
             scheduler.step()
@@ -256,7 +272,7 @@ def train(
                                              "examples_per_s": rate, "elapsed_s": time.time() - began}) + "\n")
             if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
                 engine.config.max_state_tokens = saved_window
-                _save_state(engine, optimizer, scheduler, step + 1, run_dir, earlier_s + time.time() - began)
+                _save_state(engine, optimizer, scheduler, step + 1, run_dir, earlier_s + time.time() - began, probes)
                 if settings.max_train_state_tokens:
                     engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
         if cache is not None and settings.state_cache:
@@ -266,7 +282,11 @@ def train(
         engine.config.max_state_tokens = saved_window
         engine.train_mode(False)
     wall = time.time() - began
+    extra = {}
+    if probes is not None and held_out:
+        extra["probe_held_out"] = adapter_stage.probe_accuracy(engine, probes, held_out)
     return {
+        **extra,
         "steps": settings.steps,
         "resumed_from": start_step,
         "first_loss": losses[0] if losses else None,
@@ -279,15 +299,24 @@ def train(
     }
 
 
-STAGES = ("full", "head", "match")
+STAGES = ("full", "adapter", "head", "match")
 
 
 def _stage_parameters(engine: DecisionEngine, stage: str) -> list[torch.nn.Parameter]:
-    """What a stage trains: LoRA + head (full), the head (head) or its pooled part (match)."""
+    """What a stage trains: LoRA + head (full), LoRA (adapter), the head (head) or its pooled part (match)."""
     if stage not in STAGES:
         raise ValueError(f"unknown training stage {stage!r}; choose one of {', '.join(STAGES)}")
     if stage == "full":
         return engine.trainable_parameters()
+    if stage == "adapter":
+        if engine.config.lora is None:
+            raise ValueError("the adapter stage trains LoRA, but this model has none (config.lora is null)")
+        for p in engine.head.parameters():
+            p.requires_grad_(False)
+        lora = [p for name, p in engine.network.named_parameters() if "lora_" in name]
+        for p in lora:
+            p.requires_grad_(True)
+        return lora
     for p in engine.network.parameters():
         p.requires_grad_(False)
     head = list(engine.head.parameters()) if stage == "head" else engine.head.match_parameters()
@@ -409,21 +438,27 @@ class StateCache:
         return torch.stack([self.states[t].float().mean(0) for t in texts])
 
 
-def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path, elapsed_s: float) -> None:
+def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path, elapsed_s: float,
+                probes: torch.nn.Module | None = None) -> None:
     engine.save(run_dir / "last")
     state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step, "elapsed_s": elapsed_s}
+    if probes is not None:
+        state["probes"] = probes.state_dict()
     tmp = run_dir / "train_state.pt.tmp"
     torch.save(state, tmp)
     tmp.replace(run_dir / "train_state.pt")
 
 
-def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, run_dir: Path) -> tuple[int, float]:
+def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, run_dir: Path,
+                  probes: torch.nn.Module | None = None) -> tuple[int, float]:
     """Load the last saved state of a run; returns its step and the training time spent so far."""
     state_file = run_dir / "train_state.pt"
     if not state_file.exists() or not (run_dir / "last" / "config.json").exists():
         return 0, 0.0
     engine.load_weights(run_dir / "last")
     state = torch.load(state_file, weights_only=True)
+    if probes is not None:
+        probes.load_state_dict(state["probes"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     return int(state["step"]), float(state.get("elapsed_s", 0.0))
