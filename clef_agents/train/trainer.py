@@ -255,7 +255,7 @@ def train(
             examples = sampler.draw(rng, settings.batch_size)
             optimizer.zero_grad(set_to_none=True)
             if probes is not None:
-                loss = adapter_stage.accumulate(engine, probes, examples, settings.micro_batches, settings.label_smoothing)
+                loss = adapter_stage.accumulate(engine, probes, examples, settings.label_smoothing)
             else:
                 loss = _accumulate(engine, examples, settings, cache)
             torch.nn.utils.clip_grad_norm_(params, settings.grad_clip)
