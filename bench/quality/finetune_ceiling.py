@@ -47,6 +47,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.baselines.minilm import minilm_folder  # noqa: E402
 from clef_agents import wire  # noqa: E402
+from clef_agents.model.engine import _truncate  # noqa: E402
+from clef_agents.model.taught import mean_pool  # noqa: E402
 from clef_agents.train.datasets import load_records  # noqa: E402
 
 OUT = ROOT / "bench" / "quality" / "results"
@@ -72,12 +74,8 @@ def label_key(record: dict[str, Any]) -> Any:
 
 
 def window(ids: list[int], cls_id: int, sep_id: int) -> list[int]:
-    """`[CLS] body [SEP]` in at most MAX_TOKENS, keeping the head and tail of a long body."""
-    budget = MAX_TOKENS - 2
-    if len(ids) > budget:
-        tail = int(round(budget * TAIL_SHARE))
-        ids = ids[: budget - tail] + ids[len(ids) - tail :]
-    return [cls_id, *ids, sep_id]
+    """`[CLS] body [SEP]` in at most MAX_TOKENS, the body cut as `mini` cuts it (`head_tail`)."""
+    return [cls_id, *_truncate(ids, MAX_TOKENS - 2, "head_tail", TAIL_SHARE), sep_id]
 
 
 def encode(records: list[dict[str, Any]], tokenizer: Any, classes: dict[Any, int]) -> Split:
@@ -137,9 +135,7 @@ class Classifier(torch.nn.Module):
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, name: str) -> torch.Tensor:
         hidden = self.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
-        weights = mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp_min(1.0)
-        return self.outs[name](self.dropout(pooled))
+        return self.outs[name](self.dropout(mean_pool(hidden, mask)))
 
 
 def batches(split: Split, size: int, order: list[int]):

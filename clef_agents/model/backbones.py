@@ -72,6 +72,16 @@ def backbone_kind(config: object) -> str:
     return "decoder" if any(model_type.startswith(d) for d in decoders) else "encoder"
 
 
+def is_minilm(reference: str) -> bool:
+    """Whether a backbone reference names the shipped MiniLM (any of ``MINILM_ALIASES``, any case).
+
+    Example:
+        >>> is_minilm("MiniLM"), is_minilm("/models/other")
+        (True, False)
+    """
+    return reference.lower() in (a.lower() for a in MINILM_ALIASES)
+
+
 def load_backbone(reference: str, dtype: torch.dtype = torch.float32) -> Backbone:
     """Load a backbone from a reference string (see module docstring) without touching the network.
 
@@ -79,7 +89,7 @@ def load_backbone(reference: str, dtype: torch.dtype = torch.float32) -> Backbon
         >>> load_backbone("minilm").kind  # doctest: +SKIP
         'encoder'
     """
-    if reference.lower() in (a.lower() for a in MINILM_ALIASES):
+    if is_minilm(reference):
         return _load_folder(minilm_path(), reference, dtype)
     if "::" in reference:
         folder, gguf_file = reference.split("::", 1)

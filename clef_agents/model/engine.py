@@ -542,6 +542,13 @@ class DecisionEngine:
             hidden = self._hidden(ids.to(self.device), mask.to(self.device)).float().cpu()
         return [hidden[i, : len(row)].to(torch.float16) for i, row in enumerate(rows)]
 
+    def state_features(self, texts: list[str], spec: str) -> torch.Tensor:
+        """Taught features [B, F] (``taught.pool_features`` for ``spec``) of state texts, from one backbone
+        pass in the network's current mode, differentiable (the adapter stage trains through them)."""
+        ids, mask = self._pad([self.tokenize_state(text)[0] for text in texts])
+        mask = mask.to(self.device)
+        return pool_features(self._hidden_states(ids.to(self.device), mask, every_layer=True), mask, spec)
+
     def _head_autocast(self):
         """bfloat16 for the head's attention blocks at CPU inference when ``head_dtype`` says so."""
         if self.device.type == "cpu" and self._head_frozen and self.head_dtype == torch.bfloat16:

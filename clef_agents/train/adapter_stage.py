@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.engine import DecisionEngine, _num_layers, question_key
-from clef_agents.model.taught import FEATURES, feature_size, pool_features
+from clef_agents.model.taught import FEATURES, SCALE, feature_size
 
 Example = tuple[str, list[wire.TextQuestion], list[int]]
 MIN_PROBE_RECORDS = 20
@@ -37,7 +37,7 @@ MIN_PROBE_RECORDS = 20
 MICRO_BATCH = 8
 """Examples per length-sorted micro-batch: the mixture's states run from a few words to a 128-token tool
 list, so small micro-batches pad less (30-step runs on the ``mini`` mixture, 2 cores, batch 32: 31
-examples/s in two micro-batches, 46 in four, 48 in eight of four)."""
+examples/s in two micro-batches of 16, 46 in four of 8, 48 in eight of 4)."""
 
 
 def probe_questions(records: Sequence[dict[str, Any]], min_records: int = MIN_PROBE_RECORDS) -> dict[str, int]:
@@ -66,8 +66,8 @@ class Probes(torch.nn.Module):
         self.layers = torch.nn.ModuleList(torch.nn.Linear(size, questions[key]) for key in sorted(questions))
 
     def logits(self, features: torch.Tensor, key: str) -> torch.Tensor:
-        """Scaled unit features [B, F] → logits [B, n] of the question with that key."""
-        return self.layers[self.index[key]](features * 5.0)
+        """Unit features [B, F], scaled as taught questions scale them → logits [B, n] of the question with that key."""
+        return self.layers[self.index[key]](features * SCALE)
 
     def keeps(self, question: wire.TextQuestion) -> str | None:
         """The question's key when it has a probe, else None."""
@@ -80,17 +80,9 @@ def probed_records(records: Sequence[dict[str, Any]], probes: Probes) -> list[di
     return [r for r in records if any(probes.keeps(q) for q in wire.validate_questions(r["questions"]).values())]
 
 
-def _state_features(engine: DecisionEngine, texts: list[str], features: str) -> torch.Tensor:
-    rows = [engine.tokenize_state(text)[0] for text in texts]
-    ids, mask = engine._pad(rows)
-    mask = mask.to(engine.device)
-    states = engine._hidden_states(ids.to(engine.device), mask, every_layer=True)
-    return pool_features(states, mask, features)
-
-
 def probe_loss(engine: DecisionEngine, probes: Probes, examples: Sequence[Example], label_smoothing: float) -> torch.Tensor:
     """Mean label-smoothed cross-entropy of every probed question of the examples (differentiable)."""
-    features = _state_features(engine, [text for text, _, _ in examples], probes.features)
+    features = engine.state_features([text for text, _, _ in examples], probes.features)
     terms = []
     for row, (_, questions, gold) in enumerate(examples):
         for question, target in zip(questions, gold):
@@ -129,7 +121,7 @@ def probe_accuracy(engine: DecisionEngine, probes: Probes, records: Sequence[dic
     engine.network.eval()
     for start in range(0, len(examples), chunk):
         part = examples[start : start + chunk]
-        features = _state_features(engine, [text for text, _, _ in part], probes.features)
+        features = engine.state_features([text for text, _, _ in part], probes.features)
         for row, (_, questions, gold) in enumerate(part):
             for question, target in zip(questions, gold):
                 key = probes.keeps(question)

@@ -211,9 +211,9 @@ def _with_lora_args(config: Any, args: argparse.Namespace) -> Any:
 
 def _backbone_depth(config: Any) -> int:
     """Number of layers of the config's backbone (for ``--lora-layers all``), read from its config.json."""
-    from clef_agents.model.backbones import MINILM_ALIASES, minilm_path  # noqa: PLC0415
+    from clef_agents.model.backbones import is_minilm, minilm_path  # noqa: PLC0415
 
-    folder = minilm_path() if config.backbone in MINILM_ALIASES else Path(config.backbone)
+    folder = minilm_path() if is_minilm(config.backbone) else Path(config.backbone)
     if not (folder / "config.json").exists():
         raise ValueError(f"--lora-layers all: cannot read the depth of backbone {config.backbone!r}; give the layer indices")
     return int(json.loads((folder / "config.json").read_text())["num_hidden_layers"])
