@@ -1,7 +1,7 @@
 #!/bin/bash
 # match -> teach -> eval on the wide adapter; each step logs to runs/<name>.log
 set -euo pipefail
-cd /work/main
+cd "$(dirname "$0")/../.."
 export HF_HUB_OFFLINE=1
 V=.venv/bin
 while pgrep -f "out runs/wide_adapter" >/dev/null; do sleep 20; done
@@ -14,10 +14,11 @@ $V/clef-agents teach --model runs/wide_match/final --out runs/wide_taught --thre
   --datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive --catch-all oos --no-progress > runs/wide_taught.log 2>&1
 echo "eval start $(date)"
 $V/python - > runs/wide_eval.log 2>&1 <<'PY'
+import sys
 from pathlib import Path
-from clef_agents.train.datasets import DATASETS, available_splits
+sys.path.insert(0, "bench/quality")
+from run import evaluated_datasets
 from clef_agents.train.evaluate import run_evaluation
-datasets = [d for d in DATASETS if "test" in available_splits(d) and d not in ("snli_esnli", "scitail")]
-run_evaluation("runs/wide_taught", datasets, None, "test", None, Path("runs/eval_wide"), with_uncalibrated=True)
+run_evaluation("runs/wide_taught", evaluated_datasets(), None, "test", None, Path("runs/eval_wide"), with_uncalibrated=True)
 PY
 echo "done $(date)"
