@@ -81,3 +81,19 @@ def test_options_sweep_visits_every_point_every_round_and_renders_its_verdict() 
               "ratio_255_over_2": {"decision model": 1.6, "bare": 1.0}, "flat": 1.6 <= FLAT_BOUND}
     text = render_sweep(result)
     assert "1.60× — not met" in text and "| decision model (head float32, the default here) | 10.0 | 16.0 | 1.60× |" in text
+
+
+def test_gpu_check_page_renders_every_set_from_the_committed_result(tmp_path: Path) -> None:
+    import json
+
+    from bench.gpu import check
+
+    page = tmp_path / "results.md"
+    check.render(check.HERE / "results.json", page)
+    text = page.read_text()
+    result = json.loads((check.HERE / "results.json").read_text())
+    for name in result["agreement"]:
+        assert f"| {name} | {check.PER_SET} |" in text
+    banking = result["evaluation"]["sets"]["banking77"]["accuracy"]
+    assert f"| banking77 | 3080 | {banking['gpu']:.2%} | {banking['cpu']:.2%} |" in text
+    assert text.count("× |") == len(result["latency_cuda"]["cases"]) + len(result["latency_cuda"]["throughput"])

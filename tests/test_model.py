@@ -218,7 +218,7 @@ def test_option_outputs_are_cached_per_question_and_forgotten_when_training(enco
 def test_a_bfloat16_head_answers_as_the_float32_one_within_a_few_thousandths(encoder_dir):
     import torch
 
-    model = make_model(encoder_dir)
+    model = make_model(encoder_dir, device="cpu")  # head_precision is a CPU setting: CUDA always runs bfloat16
     many = {f"option_{i}": f"reason number {i} for writing" for i in range(40)}
     request = {"state": TICKET, "questions": {**questions(), "why": {"type": "choice", "instructions": "why", "criteria": many}}}
     model.engine.head_dtype = torch.float32

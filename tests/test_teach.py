@@ -306,7 +306,7 @@ def test_taught_features_are_unit_blocks_of_the_last_layers(encoder_dir):
 
     from clef_agents.model.taught import FEATURES, feature_size, pool_features
 
-    engine = make_model(encoder_dir).engine
+    engine = make_model(encoder_dir, device="cpu").engine  # float32 tolerances; CUDA runs the encoder in bfloat16
     records = tiny_records(3, 15)
     batch = engine.encode([(r["state"], list(engine_questions(r))) for r in records])
     with torch.no_grad():

@@ -20,6 +20,7 @@ Each part is recorded on its own; one that fails leaves its traceback in the res
 
 Run:   HF_HUB_OFFLINE=1 .venv/bin/python bench/gpu/check.py reference
        python3 bench/gpu/check.py device --out $OUT          (GPU machine; see bench/gpu/device_run.sh)
+       .venv/bin/python bench/gpu/check.py render              (bench/gpu/results.md from results.json)
 """
 
 from __future__ import annotations
@@ -208,9 +209,90 @@ def run_device(out: Path, reps: int, device: str = "cuda", skip: tuple[str, ...]
     part("tests", lambda: run_tests(out))
 
 
+def render(result_path: Path, markdown_path: Path) -> None:
+    """bench/gpu/results.md from results.json (and bf16_weights_cpu.json and the rerun log beside it)."""
+    result = json.loads(result_path.read_text())
+    rounding = json.loads((HERE / "bf16_weights_cpu.json").read_text())["agreement"]
+    env = result["environment"]
+    lines = [
+        "# `mini` on a CUDA GPU",
+        "",
+        "Command: `bench/gpu/device_run.sh stage`, then `bench/gpu/device_run.sh check` on the device machine "
+        "(the reference: `.venv/bin/python bench/gpu/check.py reference` here); this page: "
+        "`.venv/bin/python bench/gpu/check.py render`.",
+        "",
+        f"Machine: {env['gpu']}, {env['cpu_count']} CPU cores; Python {env['python']}, torch {env['torch']} (CUDA {env['cuda']}), "
+        f"transformers {env['transformers']}, peft {env['peft']} (the machine's own packages, not this project's pins). "
+        f"On CUDA the engine runs the backbone and LoRA in {result['network_dtype'].removeprefix('torch.')} and the head under "
+        f"bf16 autocast; loading `mini` took {result['load_seconds']:.1f} s.",
+        "",
+        "## Same answers as on the CPU?",
+        "",
+        f"The probabilities `mini` answers with (taught parts and calibration included) on the first {PER_SET} records of every "
+        "evaluated test split, against the same records answered on a 2-core CPU in float32 (`cpu_reference.json`). "
+        "The last column isolates the rounding of the backbone's weights: the CPU in float32 with the weights rounded to "
+        "bf16 (`bf16_weights_cpu.json`).",
+        "",
+        "| set | answers | top-1 agreement | largest prob. difference | mean prob. difference | top-1 agreement, bf16 weights on CPU |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in result["agreement"].items():
+        lines.append(f"| {name} | {row['answers']} | {row['top1_agreement']:.0%} | {row['max_abs_diff']:.4f} | "
+                     f"{row['mean_abs_diff']:.5f} | {rounding[name]['top1_agreement']:.0%} |")
+    evaluation = result["evaluation"]
+    lines += [
+        "",
+        "## The test-split evaluation on CUDA",
+        "",
+        f"`run_evaluation` on every evaluated test split ({sum(r['records'] for r in evaluation['sets'].values())} records): "
+        f"{evaluation['seconds']:.0f} s on the GPU; the committed CPU report (`bench/quality/results/mini/report.json`) took "
+        f"{evaluation['cpu_seconds']:.0f} s on this project's 2-core machine (another machine: not a speed-up).",
+        "",
+        "| set | records | accuracy GPU | accuracy CPU | ECE GPU | ECE CPU | NLL GPU | NLL CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, row in evaluation["sets"].items():
+        lines.append(f"| {name} | {row['records']} | {row['accuracy']['gpu']:.2%} | {row['accuracy']['cpu']:.2%} | "
+                     f"{row['ece']['gpu']:.4f} | {row['ece']['cpu']:.4f} | {row['nll']['gpu']:.4f} | {row['nll']['cpu']:.4f} |")
+    gpu, cpu = result["latency_cuda"], result["latency_cpu"]
+    lines += [
+        "",
+        "## Latency, GPU against the same machine's CPU",
+        "",
+        f"Warm single requests of `bench/latency/run.py`'s cases (p50 / p95 over the repetitions after 5 warm-up calls), "
+        f"and batched throughput of case b; the CPU baseline is the same machine's {env['cpu_count']} cores "
+        f"({env['torch_threads']} torch threads), measured in the same run.",
+        "",
+        "| case | CUDA p50 ms | CUDA p95 ms | CPU p50 ms | CPU p95 ms | CPU ÷ CUDA (p50) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, g in gpu["cases"].items():
+        c = cpu["cases"][name]
+        lines.append(f"| {name} | {g['p50_ms']:.1f} | {g['p95_ms']:.1f} | {c['p50_ms']:.1f} | {c['p95_ms']:.1f} | "
+                     f"{c['p50_ms'] / g['p50_ms']:.2f}× |")
+    lines += ["", "| batch | CUDA requests/s | CPU requests/s | CUDA ÷ CPU |", "|---:|---:|---:|---:|"]
+    for size, g in gpu["throughput"].items():
+        c = cpu["throughput"][size]["batched_requests_per_s"]
+        lines.append(f"| {size} | {g['batched_requests_per_s']:.0f} | {c:.0f} | {g['batched_requests_per_s'] / c:.2f}× |")
+    tests = result["tests"]
+    rerun = (HERE / "pytest_rerun.log").read_text().strip().splitlines()[-1]
+    lines += [
+        "",
+        "## Tests with `CLEF_AGENTS_DEVICE=cuda`",
+        "",
+        f"`{' '.join(TESTS)}`: {tests['summary'][0]} (`pytest_first_run.log`). Two failures were tests that "
+        "checked float32 arithmetic on a model built on the default device (now built on the CPU); three were "
+        "`langgraph` missing on that machine. Rerun with `langgraph` carried, the two fixed tests, `tests/test_tool_match.py`, "
+        f"`tests/test_mini_integration.py` and `tests/test_tools_gate.py`: {rerun} (`pytest_rerun.log`; the skip is the "
+        "`langchain.agents` test, `langchain` not carried).",
+        "",
+    ]
+    markdown_path.write_text("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["reference", "device"])
+    parser.add_argument("mode", choices=["reference", "device", "render"])
     parser.add_argument("--out", type=Path, default=HERE)
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--device", default="cuda", help="cpu runs the device mode here, as a dry run")
@@ -218,6 +300,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.mode == "reference":
         make_reference()
+    elif args.mode == "render":
+        render(HERE / "results.json", HERE / "results.md")
     else:
         run_device(args.out, args.reps, args.device, tuple(args.skip))
 
