@@ -121,7 +121,7 @@ def full_evaluation(folder: Path, out_folder: Path) -> dict[str, Any]:
 def latency(device: str, reps: int, warmup: int) -> dict[str, Any]:
     """p50/p95 single-request latency per latency-bench case and batched throughput at 32 and 256."""
     from bench.baselines.metrics import latency_summary
-    from bench.latency.run import BATCH_STATES, STATE, build_cases
+    from bench.latency.run import STATE, batch_requests, build_cases
     from clef_agents.model import ClefDecisionModel
 
     model = ClefDecisionModel.from_pretrained("mini", device=device)
@@ -138,8 +138,7 @@ def latency(device: str, reps: int, warmup: int) -> dict[str, Any]:
             seconds.append(time.perf_counter() - t0)
         out["cases"][name] = latency_summary(seconds)
     for size in (32, 256):
-        requests = [{"state": BATCH_STATES[i % len(BATCH_STATES)] + f" (ticket {i})", "questions": cases["b_three_mixed"]}
-                    for i in range(size)]
+        requests = batch_requests(cases["b_three_mixed"], size)
         model.batch(requests)
         best = min(_timed(model.batch, requests) for _ in range(3))
         out["throughput"][str(size)] = {"batched_requests_per_s": size / best}

@@ -146,9 +146,14 @@ def time_case(model: Any, bare: tuple[Any, Any], questions: dict[str, Any], reps
     }
 
 
+def batch_requests(questions: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    """``size`` requests with distinct states (the batch states, numbered) and the same questions."""
+    return [{"state": BATCH_STATES[i % len(BATCH_STATES)] + f" (ticket {i})", "questions": questions} for i in range(size)]
+
+
 def time_throughput(model: Any, questions: dict[str, Any], batch: int, rounds: int) -> dict[str, Any]:
     """Requests/s answering ``batch`` requests one by one vs in one ``model.batch`` call."""
-    requests = [{"state": BATCH_STATES[i % len(BATCH_STATES)] + f" (ticket {i})", "questions": questions} for i in range(batch)]
+    requests = batch_requests(questions, batch)
     model.batch(requests)
     for r in requests[:3]:
         model.invoke(r)
