@@ -216,7 +216,8 @@ def render(result_path: Path, markdown_path: Path) -> None:
     lines = [
         "# `mini` on a CUDA GPU",
         "",
-        "Command: `bench/gpu/device_run.sh stage`, then `bench/gpu/device_run.sh check` on the device machine "
+        "Command: `bench/gpu/device_run.sh prepare` here, then `bench/gpu/device_run.sh stage` and "
+        "`bench/gpu/device_run.sh check` on the device machine "
         "(the reference: `.venv/bin/python bench/gpu/check.py reference` here); this page: "
         "`.venv/bin/python bench/gpu/check.py render`.",
         "",
