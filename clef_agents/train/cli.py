@@ -286,6 +286,9 @@ def _run_teach(args: argparse.Namespace) -> int:
         raise ValueError("teach needs labelled records: pass --records FILE... or --datasets NAME...")
     if args.datasets and args.records and not args.valid_records:
         raise ValueError("mixing --records with --datasets needs --valid-records (the data sets bring their own held-out split)")
+    from clef_agents.train.split import check_trainable  # noqa: PLC0415
+
+    check_trainable(args.datasets or [])
     if args.threads:
         import torch  # noqa: PLC0415
 

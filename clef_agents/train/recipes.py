@@ -49,7 +49,9 @@ def mixture_records(mixture: dict[str, float], split: str, exclude: tuple[str, .
     """Records of every dataset in a mixture for a split, and per-dataset sampling weights that
     turn the mixture's shares into ``RecordSampler`` weights (which multiply by pool size)."""
     from clef_agents.train.datasets import available_splits, load_records  # noqa: PLC0415
+    from clef_agents.train.split import check_trainable  # noqa: PLC0415
 
+    check_trainable(name for name in mixture if name not in exclude)
     records: list[dict[str, Any]] = []
     weights: dict[str, float] = {}
     for name, share in mixture.items():
