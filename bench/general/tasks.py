@@ -77,7 +77,7 @@ class Task:
         missing = [w for w in WORDINGS if w not in raw.get("wordings", {})]
         if missing:
             raise ValueError(f"task {raw.get('id')!r} lacks wordings {missing}; every task needs {list(WORDINGS)}")
-        yes = raw.get("yes", ())
+        yes = raw.get("yes", raw.get(True, ()))  # YAML 1.1 reads the bare key `yes` as True
         options = dict(raw.get("options", {}))
         descriptions = dict(raw.get("descriptions", {}))
         if raw.get("options_from_labels"):
@@ -120,12 +120,12 @@ class Task:
         return Variant(wording, wording, question, self._yes_index(wording == "negated"))
 
     def _noul_as_choice(self) -> Variant:
-        question = {"type": "choice", "instructions": self.wordings["plain"], "criteria": list(YES_NO)}
+        question = {"type": "choice", "instructions": self.wordings["plain"], "criteria": dict.fromkeys(YES_NO)}
         return Variant("plain_as_choice", "plain", question, self._yes_index(False))
 
     def _choice(self, wording: str, described: bool) -> Variant:
         names = list(self.options.values())
-        criteria: Any = {self.options[k]: self.descriptions[k] for k in self.options} if described else names
+        criteria = {self.options[k]: self.descriptions[k] for k in self.options} if described else dict.fromkeys(names)
         question = {"type": "choice", "instructions": self.wordings[wording], "criteria": criteria}
         key = f"{wording}_described" if described else wording
         return Variant(key, wording, question, {label: i for i, label in enumerate(self.options)})
@@ -163,6 +163,8 @@ def load_tasks(data_root: Path, path: Path = TASKS_FILE, only: list[str] | None 
             continue
         labels = (data_root / entry["dataset"] / "labels.txt").read_text().split()
         task = Task.from_dict(entry, labels)
+        if task.type == "noul" and not set(task.yes) < set(task.labels):
+            raise ValueError(f"task {task.id!r}: `yes` {list(task.yes)} must name some, not all, of its labels {task.labels}")
         unknown = sorted(set(task.labels) - set(labels))
         if unknown or (task.type == "noul" and set(task.labels) != set(labels)):
             raise ValueError(f"task {task.id!r}: labels {task.labels} do not match {entry['dataset']}/labels.txt {labels}")

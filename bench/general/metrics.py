@@ -1,0 +1,128 @@
+"""Metrics of the untaught-question benchmark: per variant, per task, and coherence between variants.
+
+Per variant: accuracy, NLL, ECE (15 bins; of p(yes) for yes/no, of the top option otherwise),
+AUROC of p(yes) (yes/no), Spearman of the expected level with the gold level (score).
+Per task: the mean, minimum and spread (max − min) of the headline metric over the five wordings.
+Coherence: the negation complement gap |P(yes | Q) + P(yes | not Q) − 1|, agreement of a yes/no
+question with the same question as a yes/no choice, and the score complement gap
+|E(Q) + E(reversed Q) − (n − 1)| / (n − 1).
+
+Example:
+    >>> auroc([0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0])
+    1.0
+    >>> round(spearman([1, 2, 3, 4], [1, 3, 2, 4]), 2)
+    0.8
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from clef_agents.train.metrics import expected_calibration_error
+
+GAP_LIMIT = 0.15
+"""Coherence gaps at or under this count as coherent (the issue's negation target)."""
+
+HEADLINE = {"noul": "auroc", "choice": "accuracy", "score": "spearman"}
+
+
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks from 1, ties sharing their average rank.
+
+    Example:
+        >>> average_ranks([10, 20, 20, 30]).tolist()
+        [1.0, 2.5, 2.5, 4.0]
+    """
+    array = np.asarray(values, dtype=float)
+    order = np.argsort(array, kind="mergesort")
+    ranks = np.empty(len(array))
+    sorted_values = array[order]
+    start = 0
+    while start < len(array):
+        end = start
+        while end + 1 < len(array) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def auroc(scores: Sequence[float], positive: Sequence[int]) -> float:
+    """Area under the ROC curve (Mann–Whitney, ties counted half); NaN with one class only."""
+    labels = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if not n_pos or not n_neg:
+        return float("nan")
+    ranks = average_ranks(scores)
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation (Pearson on average ranks); NaN when either side is constant."""
+    ra, rb = average_ranks(a), average_ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def variant_metrics(kind: str, probabilities: Sequence[Sequence[float]], gold: Sequence[int]) -> dict[str, Any]:
+    """Metrics of one question form over its items; ``kind`` is the variant's question type, and a
+    yes/no answer's vector is ``[p(yes), p(no)]``."""
+    probs = np.asarray(probabilities, dtype=float)
+    true = np.asarray(gold)
+    n = len(true)
+    pred = probs.argmax(1)
+    picked = np.clip(probs[np.arange(n), true], 1e-12, 1.0)
+    out: dict[str, Any] = {
+        "n": n,
+        "accuracy": float((pred == true).mean()),
+        "nll": float(-np.log(picked).mean()),
+    }
+    if kind == "noul":
+        is_yes = (true == 0).astype(float)
+        out["auroc"] = auroc(probs[:, 0], is_yes)
+        out["ece"] = expected_calibration_error(probs[:, 0], is_yes)
+        out["mean_p_yes"] = float(probs[:, 0].mean())
+    else:
+        out["ece"] = expected_calibration_error(probs.max(1), (pred == true).astype(float))
+    if kind == "score":
+        expected = probs @ np.arange(probs.shape[1])
+        out["spearman"] = spearman(expected, true)
+        out["mae_expected"] = float(np.abs(expected - true).mean())
+    return out
+
+
+def negation_gaps(p_yes: Sequence[float], p_yes_negated: Sequence[float]) -> np.ndarray:
+    """|P(yes | Q) + P(yes | not Q) − 1| per item."""
+    return np.abs(np.asarray(p_yes) + np.asarray(p_yes_negated) - 1.0)
+
+
+def score_complement_gaps(expected: Sequence[float], expected_reversed: Sequence[float], levels: int) -> np.ndarray:
+    """|E(Q) + E(reversed Q) − (n − 1)| / (n − 1) per item (0 when the two agree exactly)."""
+    return np.abs(np.asarray(expected) + np.asarray(expected_reversed) - (levels - 1)) / (levels - 1)
+
+
+def gap_summary(gaps: np.ndarray) -> dict[str, float]:
+    """Mean gap and the share of items at or under ``GAP_LIMIT``."""
+    return {"mean_gap": float(gaps.mean()), "share_within": float((gaps <= GAP_LIMIT).mean()), "limit": GAP_LIMIT}
+
+
+def agreement(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> float:
+    """Share of items whose two probability vectors pick the same index."""
+    return float((np.asarray(a).argmax(1) == np.asarray(b).argmax(1)).mean())
+
+
+def over_wordings(per_variant: dict[str, dict[str, Any]], keys: Sequence[str], metric: str) -> dict[str, float]:
+    """Mean, min, max and spread of ``metric`` over the variants ``keys`` (NaNs left out)."""
+    values = [per_variant[k][metric] for k in keys if k in per_variant and _finite(per_variant[k].get(metric))]
+    if not values:
+        return {"mean": float("nan"), "min": float("nan"), "max": float("nan"), "spread": float("nan")}
+    return {"mean": float(np.mean(values)), "min": float(min(values)), "max": float(max(values)), "spread": float(max(values) - min(values))}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
