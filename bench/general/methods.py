@@ -10,9 +10,9 @@ Example:
     >>> from bench.general.tasks import Item, Task, WORDINGS
     >>> task = Task.from_dict({"id": "t", "dataset": "d", "type": "noul", "yes": "a",
     ...     "label_names": {"a": "A", "b": "B"}, "wordings": dict.fromkeys(WORDINGS, "Is it a?")})
-    >>> answerer = ModelAnswerer("fake", FakeDecisionModel(answers={"q": 0.7}))
+    >>> answerer = ModelAnswerer("fake", FakeDecisionModel(answers={"q": 0.75}))
     >>> answerer.answer(task, task.variant("plain"), [Item("some text", "a", 0)])
-    [[0.7, 0.3]]
+    [[0.75, 0.25]]
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ModelAnswerer(Answerer):
             for response in self.model.batch(requests):
                 if isinstance(response, Exception):
                     raise response
-                self.taught_answers += QUESTION_ID in (response.extensions or {}).get("x_taught", [])
+                self.taught_answers += QUESTION_ID in (getattr(response, "extensions", None) or {}).get("x_taught", [])
                 out.append(wire.answer_probabilities(response.answers[QUESTION_ID]))
         return out
 

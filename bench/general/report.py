@@ -122,7 +122,7 @@ def task_tables(results: dict[str, Any]) -> list[str]:
         tasks = [t["task"] for t in first if t["type"] == kind]
         if not tasks:
             continue
-        columns = list(WORDINGS) + (["described mean"] if kind == "choice" else []) + ["mean", "spread", "ECE", "coherence"]
+        columns = list(WORDINGS) + (["described mean"] if kind == "choice" else []) + ["mean", "spread", "NLL", "ECE", "coherence"]
         lines += [f"### {kind}: {label} per wording", "", "| task | method | " + " | ".join(columns) + " |",
                   "|---|---|" + "---:|" * len(columns)]
         for task_id in tasks:
@@ -132,7 +132,8 @@ def task_tables(results: dict[str, Any]) -> list[str]:
                 cells = [fmt(t["variants"][w][metric]) for w in WORDINGS]
                 if kind == "choice":
                     cells.append(fmt(t["over_wordings_described"]["mean"]))
-                cells += [fmt(t["over_wordings"]["mean"]), fmt(t["over_wordings"]["spread"]), fmt(t["ece_over_wordings"]["mean"]),
+                cells += [fmt(t["over_wordings"]["mean"]), fmt(t["over_wordings"]["spread"]),
+                          fmt(t.get("nll_over_wordings", {}).get("mean", float("nan"))), fmt(t["ece_over_wordings"]["mean"]),
                           coherence_cell(t)]
                 name = f"{task_id} (seen)" if t.get("seen") else task_id
                 lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")

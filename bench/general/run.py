@@ -63,6 +63,7 @@ def evaluate_task(task: Task, items: list[Item], answerer: Answerer, progress: A
     result["headline"] = headline
     result["over_wordings"] = M.over_wordings(per_variant, WORDINGS, headline)
     result["ece_over_wordings"] = M.over_wordings(per_variant, WORDINGS, "ece")
+    result["nll_over_wordings"] = M.over_wordings(per_variant, WORDINGS, "nll")
     if task.type == "choice":
         described = [f"{w}_described" for w in WORDINGS]
         result["over_wordings_described"] = M.over_wordings(per_variant, described, headline)

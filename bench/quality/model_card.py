@@ -243,6 +243,58 @@ def ceiling_lines() -> list[str]:
     return lines
 
 
+GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
+
+
+def untaught_lines() -> list[str]:
+    """The held-out benchmark of untaught questions (bench/general), for `mini` beside the baselines."""
+    if not GENERAL.exists():
+        return []
+    results = json.loads(GENERAL.read_text())
+    methods, meta = results["methods"], results["meta"]
+    keys = list(methods)
+    rows = [
+        ("yes/no AUROC, mean over tasks of the mean over 5 wordings", "noul", "auroc_mean", num),
+        ("yes/no AUROC, worst wording", "noul", "auroc_worst_wording", num),
+        ("yes/no wordings that invert (AUROC < 0.5)", "noul", "wordings_inverted", str),
+        ("yes/no ECE of p(yes)", "noul", "ece_mean", num),
+        ("negation: items with P(yes|Q) + P(yes|not Q) within 0.15 of 1", "noul", "negation_share_within", pct),
+        ("yes/no and the same question as a yes/no choice agree", "noul", "yes_no_vs_choice_agreement", pct),
+        ("choice accuracy, bare option names", "choice", "accuracy_bare", pct),
+        ("choice accuracy, with option descriptions", "choice", "accuracy_described", pct),
+        ("score: Spearman with the gold level", "score", "spearman_mean", num),
+    ]
+    lines = [
+        "",
+        "## Untaught questions (held-out benchmark)",
+        "",
+        "What users meet first: their own questions, in their own words, about data the model never trained on.",
+        f"`bench/general` asks {len(methods[keys[0]]['tasks'])} tasks on data sets held out of every training mixture"
+        " (`clef_agents.train.split`), each in five frozen wordings (plain, formal, terse, paraphrase, negated), one question",
+        f"per request, {meta['n_per_task']} rows a task — `{meta['command']}`"
+        f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; page and plots: `bench/general/results/results.md`).",
+        "Means over the untaught tasks (a task on a set a model trained on is left out of that model's means):",
+        "",
+        "| | " + " | ".join(keys) + " |",
+        "|---|" + "---:|" * len(keys),
+    ]
+    for title, kind, field, show in rows:
+        lines.append(f"| {title} | " + " | ".join(show(methods[k]["summary"][kind][field]) for k in keys) + " |")
+    lines += [
+        "",
+        "label_cosine never reads the question (it compares the state with the label names), so it cannot invert or",
+        "contradict itself; its coherence is 100 % by construction. Per task, `mini` (mean over wordings, worst wording):",
+        "",
+    ]
+    per_task = []
+    for task in methods.get("mini", methods[keys[0]])["tasks"]:
+        seen = " (trained on this set)" if task.get("seen") else ""
+        ow = task["over_wordings"]
+        per_task.append(f"{task['task']}{seen} {task['headline']} {num(ow['mean'])} (worst {num(ow['min'])})")
+    lines.append("; ".join(per_task) + ".")
+    return lines
+
+
 def render() -> str:
     mini = json.loads((RESULTS / "mini" / "report.json").read_text())
     config = json.loads((shipped_checkpoint("mini") / "config.json").read_text())
@@ -291,9 +343,10 @@ def render() -> str:
         spec = DATASETS[name]
         lines.append(f"| {name} | {100 * share / total:.1f}% | {spec.licence} | {spec.attribution} |")
     lines += status_lines(mini)
+    lines += untaught_lines()
     lines += [
         "",
-        "## Results on the test splits (never trained or tuned on)",
+        "## Taught questions: results on the test splits (never trained or tuned on)",
         "",
         "Baseline: frozen MiniLM embeddings + logistic regression per dataset (figures from issue 3).",
         "",

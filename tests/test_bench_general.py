@@ -1,0 +1,118 @@
+"""The untaught-question benchmark (bench/general): frozen wordings, metrics, and a run end to end on the fake model."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.general import metrics as M  # noqa: E402
+from bench.general.methods import ModelAnswerer  # noqa: E402
+from bench.general.report import render  # noqa: E402
+from bench.general.run import evaluate_task, summarise  # noqa: E402
+from bench.general.tasks import TASKS_FILE, WORDINGS, Item, Task, tasks_sha256  # noqa: E402
+from clef_agents.testing import FakeDecisionModel  # noqa: E402
+from clef_agents.train.split import HELD_OUT, LEAVE_ONE_OUT  # noqa: E402
+
+RESULTS = ROOT / "bench" / "general" / "results" / "results.json"
+
+
+def _raw_tasks() -> list[dict]:
+    return yaml.safe_load(TASKS_FILE.read_text())["tasks"]
+
+
+def test_wordings_file_is_the_one_the_committed_results_measured() -> None:
+    if not RESULTS.exists():
+        pytest.skip("no committed results yet")
+    recorded = json.loads(RESULTS.read_text())["meta"]["tasks_sha256"]
+    assert tasks_sha256() == recorded, "tasks.yaml changed after it was measured: wordings are frozen, add tasks_v2.yaml instead"
+
+
+def test_every_task_reads_a_held_out_or_leave_one_out_set_with_five_wordings() -> None:
+    raw = _raw_tasks()
+    assert len(raw) >= 10
+    for entry in raw:
+        assert entry["dataset"] in HELD_OUT or entry["dataset"] in LEAVE_ONE_OUT, entry["id"]
+        assert list(entry["wordings"]) == list(WORDINGS), entry["id"]
+        assert len(set(entry["wordings"].values())) == len(WORDINGS), f"{entry['id']}: wordings must differ"
+    kinds = {e["type"] for e in raw} | {e.get("family") for e in raw}
+    assert {"noul", "choice", "score", "tool_risk", "tool_decision"} <= kinds
+
+
+def test_noul_negated_wording_flips_the_gold_answer() -> None:
+    for entry in (e for e in _raw_tasks() if e["type"] == "noul"):
+        task = Task.from_dict(entry)
+        assert task.yes, f"{entry['id']}: `yes` was not read"
+        for label in task.labels:
+            assert task.variant("plain").gold(label) == 1 - task.variant("negated").gold(label)
+
+
+def test_score_negated_wording_reverses_the_ladder() -> None:
+    for entry in (e for e in _raw_tasks() if e["type"] == "score"):
+        task = Task.from_dict(entry)
+        plain, negated = task.variant("plain"), task.variant("negated")
+        assert negated.question["criteria"] == plain.question["criteria"][::-1]
+        assert all(plain.gold(k) + negated.gold(k) == len(task.levels) - 1 for k in task.levels)
+
+
+def test_auroc_matches_the_pairwise_definition() -> None:
+    scores = [0.1, 0.4, 0.35, 0.8, 0.4, 0.9, 0.2]
+    labels = [0, 0, 1, 1, 1, 0, 1]
+    pairs = [(s_p, s_n) for (s_p, l_p), (s_n, l_n) in itertools.product(zip(scores, labels), repeat=2) if l_p and not l_n]
+    expected = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
+    assert M.auroc(scores, labels) == pytest.approx(expected)
+    assert M.auroc([0.3, 0.2], [1, 1]) != M.auroc([0.3, 0.2], [1, 1])  # NaN with one class
+
+
+def test_spearman_and_coherence_gaps() -> None:
+    assert M.spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert M.negation_gaps([0.9, 0.5], [0.1, 0.9]).tolist() == pytest.approx([0.0, 0.4])
+    assert M.score_complement_gaps([2.0, 1.0], [0.0, 0.0], 3).tolist() == pytest.approx([0.0, 0.5])
+    assert M.gap_summary(M.negation_gaps([0.9, 0.5], [0.1, 0.9]))["share_within"] == 0.5
+
+
+def _toy_noul_task() -> Task:
+    return Task.from_dict({
+        "id": "toy", "dataset": "toy", "type": "noul", "yes": "urgent",
+        "label_names": {"urgent": "urgent", "calm": "not urgent"},
+        "wordings": {"plain": "Is this urgent?", "formal": "Does this require immediate action?", "terse": "Urgent?",
+                     "paraphrase": "Must this be handled right now?", "negated": "Can this wait?"},
+    })
+
+
+def test_a_wording_blind_keyword_model_is_caught_by_the_negation_relations() -> None:
+    """A fake that says yes on 'down' whatever the question: perfect on plain, inverted on the negation."""
+    model = FakeDecisionModel(answer_fn=lambda state, questions: {"q": [0.9, 0.1] if "down" in state else [0.1, 0.9]})
+    items = [Item("production is down!", "urgent", 0), Item("site down since 5 min", "urgent", 1),
+             Item("thanks, all good", "calm", 2), Item("no rush, next week", "calm", 3)]
+    result = evaluate_task(_toy_noul_task(), items, ModelAnswerer("fake", model))
+
+    assert result["variants"]["plain"]["auroc"] == 1.0
+    assert result["variants"]["negated"]["auroc"] == 0.0
+    assert result["over_wordings"]["min"] == 0.0
+    assert result["coherence"]["negation"]["share_within"] == 0.0
+    summary = summarise([result])
+    assert summary["noul"]["wordings_inverted"] == 1
+
+
+def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
+    model = FakeDecisionModel(answer_fn=lambda state, questions: {"q": [0.8, 0.2] if "!" in state else [0.3, 0.7]})
+    items = [Item("down!", "urgent", 0), Item("calm", "calm", 1), Item("fire!", "urgent", 2), Item("ok", "calm", 3)]
+    result = evaluate_task(_toy_noul_task(), items, ModelAnswerer("fake", model))
+    results = {
+        "methods": {"fake": {"info": {"key": "fake"}, "tasks": [result], "summary": summarise([result])}},
+        "meta": {"command": "test", "requests_per_method": 24, "n_per_task": 4, "seed": 0, "wall_s": 0.1, "machine": "test",
+                 "date": "today", "tasks_file": "x", "tasks_sha256": "0" * 64, "split": []},
+    }
+    render(results, tmp_path)
+    page = (tmp_path / "results.md").read_text()
+    assert "| toy | fake | 1.000 |" in page
+    assert (tmp_path / "headline.png").stat().st_size > 1000
+    assert (tmp_path / "coherence.png").stat().st_size > 1000
