@@ -140,7 +140,9 @@ def task_tables(results: dict[str, Any]) -> list[str]:
         lines += [""]
     lines += ["Coherence: yes/no — share of items whose negation complement gap is within 0.15, and agreement with the same",
               "question as a yes/no choice; score — share within 0.15 of the reversed ladder's complement; choice —",
-              "agreement of bare names with described options (plain wording)."]
+              "agreement of bare names with described options (plain wording). Coherence is necessary, not sufficient:",
+              "label_cosine never reads the question, so it is coherent by construction, and a model that answers every",
+              "ladder with the middle level passes the score complement; read it beside the headline metric."]
     return lines
 
 
@@ -172,8 +174,8 @@ def write_plots(results: dict[str, Any], out: Path) -> list[str]:
         for j, key in enumerate(keys):
             rows = [next(x for x in methods[key]["tasks"] if x["task"] == name) for name in tasks]
             means = [r["over_wordings"]["mean"] for r in rows]
-            low = [r["over_wordings"]["mean"] - r["over_wordings"]["min"] for r in rows]
-            high = [r["over_wordings"]["max"] - r["over_wordings"]["mean"] for r in rows]
+            low = [max(0.0, r["over_wordings"]["mean"] - r["over_wordings"]["min"]) for r in rows]
+            high = [max(0.0, r["over_wordings"]["max"] - r["over_wordings"]["mean"]) for r in rows]
             ys = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(tasks))]
             ax.barh(ys, means, height=width, xerr=[low, high], capsize=2, label=key)
         ax.set_yticks(range(len(tasks)), [f"{t}*" if any(x["task"] == t and x.get("seen") for m in keys for x in methods[m]["tasks"]) else t for t in tasks])

@@ -7,7 +7,7 @@ descriptions; yes/no tasks also as a two-option yes/no choice) as a question alo
 request. A task whose data set a model trained on is still measured, but marked ``seen`` and left
 out of that model's untaught means.
 
-Run:   make bench-setup && .venv/bin/python bench/general/run.py          # default sample: 200 rows a task
+Run:   make bench-setup && .venv/bin/python bench/general/run.py          # default sample: 120 rows a task
        .venv/bin/python bench/general/run.py --full                        # every row (hours)
        .venv/bin/python bench/general/run.py --model new=runs/x/final       # add a model to compare
 Writes bench/general/results/{results.json,results.md,*.png}.
@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=200, help="rows sampled per task (default 200)")
+    parser.add_argument("--n", type=int, default=120, help="rows sampled per task (default 120)")
     parser.add_argument("--full", action="store_true", help="every row of every task (hours on 2 CPU cores)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--tasks", nargs="*", default=None, help="task ids of tasks.yaml (default: all)")
