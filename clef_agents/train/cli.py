@@ -49,15 +49,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     calibrate = subparsers.add_parser(
         "calibrate", help="refit probability calibration on labelled records, or fit lane thresholds (--max-auto-error)"
     )
-    calibrate.add_argument("--model", default=None, help="checkpoint folder or 'mini'")
-    calibrate.add_argument("--records", nargs="+", required=True, help="labelled JSONL decision records")
+    calibrate.add_argument("--model", default=None,
+                           help="probability calibration: the checkpoint folder or 'mini' to refit; lane thresholds: the "
+                                "model that answers records without meta.probabilities, any spec of clef_agents.load_model "
+                                "(default mini)")
+    calibrate.add_argument("--records", nargs="+", required=True, help="labelled JSONL decision records (one or more files)")
     calibrate.add_argument("--out", default=None, help="folder for the recalibrated checkpoint (probability calibration)")
-    try:
-        from clef_agents.thresholds.cli import add_lane_arguments  # noqa: PLC0415
+    from clef_agents.thresholds.cli import add_lane_arguments  # noqa: PLC0415  (light: no numpy, no torch)
 
-        add_lane_arguments(calibrate)
-    except ImportError:
-        pass
+    add_lane_arguments(calibrate)
     calibrate.set_defaults(func=_run_calibrate)
 
     teach = subparsers.add_parser(
@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     teach.add_argument("--model", default="mini", help="checkpoint folder or 'mini'")
     teach.add_argument("--records", nargs="*", default=None, help="labelled JSONL decision records")
-    teach.add_argument("--valid-records", nargs="*", default=None, help="held-out records for the blend (default: 10%% of --records)")
+    teach.add_argument("--valid-records", nargs="*", default=None, help="held-out records for the blend (default: exactly 10%% of --records, seeded, "
+                            "spread over questions and labels)")
     teach.add_argument("--datasets", nargs="*", default=None, help="shared data sets to teach from (their train and valid splits)")
     teach.add_argument("--out", required=True, help="folder for the taught checkpoint")
     teach.add_argument("--min-records", type=int, default=20,
