@@ -190,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     typed = wire.validate_questions(questions)
     state = read_state(args)
     wire.check_state(state)
+    if state == "":
+        print("note: the state is empty; it is answered like any other (as the server does)", file=sys.stderr)
     model = load_model(args.model, api_key=args.api_key or os.environ.get(API_KEY_ENV) or None)
     response = _invoke(model, args.model, {"state": state, "questions": typed})
     if args.json:

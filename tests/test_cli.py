@@ -137,6 +137,7 @@ def test_an_empty_stdin_is_an_empty_state():
     result = run_cli("decide", "--model", "fake", "--json", "--noul", "q=Is it empty?", stdin="")
     assert result.returncode == 0, result.stderr
     assert set(json.loads(result.stdout)["answers"]) == {"q"}
+    assert "note: the state is empty" in result.stderr
 
 
 def test_an_invalid_state_json_is_one_error_line(capsys):
