@@ -71,7 +71,7 @@ def error_line(exc: BaseException) -> str:
         >>> error_line(ValueError("--prior takes LABEL=SHARE"))
         '--prior takes LABEL=SHARE'
         >>> error_line(RuntimeError("out of memory"))
-        'RuntimeError: out of memory'
+        'RuntimeError: out of memory (rerun with clef-agents --traceback for details)'
     """
     message = " ".join(str(exc).split()) or repr(exc)
     if isinstance(exc, (ValueError, FileNotFoundError, ConnectionError)):

@@ -601,16 +601,16 @@ def teach(
     else:
         held_out = holdout_split(records, HOLDOUT_SHARE, seed)
     counts = count_questions(all_records, held_out)
-    if not any(count.skip_reason(min_records) is None for count in counts.values()):
-        raise ValueError(nothing_to_teach(counts, min_records, given_held_out=bool(held_out_records)))
-    groups = collect(model, all_records, held_out, list(dict.fromkeys(features)), progress=progress)
-    options = {name for group in groups.values() for name in group.names}
+    options = {name for count in counts.values() for name in count.options}
     unmatched = sorted(set(priors or {}) - options)
     if unmatched:
         raise ValueError(f"prior for {unmatched}, which no question in the records has as an option")
     unmatched = sorted(set(catch_all) - options)
     if unmatched:
         raise ValueError(f"catch-all option {unmatched}, which no question in the records has as an option")
+    if not any(count.skip_reason(min_records) is None for count in counts.values()):
+        raise ValueError(nothing_to_teach(counts, min_records, given_held_out=bool(held_out_records)))
+    groups = collect(model, all_records, held_out, list(dict.fromkeys(features)), progress=progress)
     reports: dict[str, dict[str, Any]] = {}
     for key, group in tqdm(groups.items(), desc="teach: fitting questions", disable=not progress, unit="question"):
         reason = _skip_reason(group, min_records)
@@ -678,12 +678,14 @@ def held_out_needed(min_records: int) -> int:
 
 @dataclass(frozen=True)
 class QuestionCount:
-    """How many labelled records one taught question has: to fit on, held out, and per label."""
+    """How many labelled records one taught question has: to fit on, held out, and per label; and
+    every option name its records offer."""
 
     instructions: str
     fit: int
     held_out: int
     labels: dict[str, int]
+    options: tuple[str, ...] = ()
 
     def skip_reason(self, min_records: int) -> str | None:
         """Why this question cannot be taught, or ``None`` when it can.
@@ -708,15 +710,18 @@ def count_questions(records: Sequence[dict[str, Any]], held_out: Sequence[bool])
         >>> next(iter(counts.values())).labels
         {'yes': 1}
     """
-    found: dict[str, tuple[str, list[int], dict[str, int]]] = {}
+    found: dict[str, tuple[str, list[int], dict[str, int], dict[str, None]]] = {}
     for record, held in zip(records, held_out):
         _, questions, gold = record_to_example(record)
         for question, index in zip(questions, gold):
-            text, split, labels = found.setdefault(taught_key(question), (wire.content_text(question.instructions), [0, 0], {}))
+            text, split, labels, options = found.setdefault(
+                taught_key(question), (wire.content_text(question.instructions), [0, 0], {}, {}))
             split[int(held)] += 1
-            label = wire.option_names(question)[index]
-            labels[label] = labels.get(label, 0) + 1
-    return {key: QuestionCount(text, split[0], split[1], labels) for key, (text, split, labels) in found.items()}
+            names = wire.option_names(question)
+            options.update(dict.fromkeys(names))
+            labels[names[index]] = labels.get(names[index], 0) + 1
+    return {key: QuestionCount(text, split[0], split[1], labels, tuple(options))
+            for key, (text, split, labels, options) in found.items()}
 
 
 def holdout_split(records: Sequence[dict[str, Any]], share: float = HOLDOUT_SHARE, seed: int = 0) -> list[bool]:
