@@ -1,7 +1,8 @@
 """clef_agents: a local, calibrated decision gate for LangGraph and LangChain.
 
 The public API is imported lazily, so ``import clef_agents`` never loads torch, transformers
-or peft; ``ClefDecisionModel`` pulls them in on first use.
+or peft; ``ClefDecisionModel`` pulls them in on first use. ``load_model(spec)`` turns a model spec
+(``"mini"``, a checkpoint folder, an ``http(s)://`` server, ``"fake"``...) into a decision model.
 
 Example:
     >>> import clef_agents
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from clef_agents.loading import load_model
     from clef_agents.model import ClefDecisionModel
     from clef_agents.policy import LanePolicy
     from clef_agents.serve.remote import RemoteDecisionModel
@@ -28,6 +30,7 @@ _dynamic_imports: dict[str, str] = {
     "FakeDecisionModel": "clef_agents.testing",
     "InvalidRequestError": "clef_agents.wire",
     "LanePolicy": "clef_agents.policy",
+    "load_model": "clef_agents.loading",
     "RemoteDecisionModel": "clef_agents.serve.remote",
 }
 

@@ -6,7 +6,7 @@ through LangGraph's interrupt(), answered here by a SCRIPTED REVIEWER so the dem
 Every decision lands in a SQLite trace store, exported at the end as training records.
 
     python examples/support_triage.py                # the shipped default model ("mini")
-    python examples/support_triage.py --model fake   # the keyword-scripted fake model
+    python examples/support_triage.py --model fake-keywords   # the keyword-scripted fake model
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def run(model_name: str, messages: list[str], traces_path: Path) -> int:
         model = load_decision_model(model_name)
     except Exception as exc:  # the shipped model may be missing from a partial install
         print(f"could not load decision model {model_name!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print("try: python examples/support_triage.py --model fake", file=sys.stderr)
+        print("try: python examples/support_triage.py --model fake-keywords", file=sys.stderr)
         return 2
     print(f"decision model: {model.model} ({type(model).__name__}), loaded in {time.perf_counter() - started:.1f}s")
     print("escalation LLM: fake-scripted-escalation-llm (a scripted fake, not a real LLM)")
@@ -110,7 +110,7 @@ def run(model_name: str, messages: list[str], traces_path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="mini", help='"mini" (default), "fake", or a checkpoint folder')
+    parser.add_argument("--model", default="mini", help="'mini' (default), a checkpoint folder, 'fake-keywords' (the keyword-scripted fake) or any other spec of clef_agents.load_model")
     parser.add_argument("--traces", type=Path, default=None, help="SQLite trace file (default: a fresh temp file)")
     parser.add_argument("messages", nargs="*", help="support messages (default: five built-in ones)")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Support triage, served by `cd graphs && langgraph dev`.
 
-The decision model comes from $CLEF_AGENTS_MODEL ("mini" by default, "fake" for the keyword-scripted
+The decision model comes from $CLEF_AGENTS_MODEL ("mini" by default, "fake-keywords" for the keyword-scripted
 fake); the escalation LLM is a scripted fake. Lane policy: $CLEF_AGENTS_POLICY; traces:
 $CLEF_AGENTS_TRACES (default ~/.cache/clef_agents/traces.sqlite).
 """

@@ -196,3 +196,85 @@ def test_routing_helpers():
         route_by_choice("other", "dept", {}, default="x")(state)
     with pytest.raises(ValueError, match="must start at level 0"):
         route_by_score("g", "sev", {1: "x"})
+
+
+# --------------------------------------------------------------------------- chat models without structured output
+
+
+def _plain_chat(*replies: str):
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    return GenericFakeChatModel(messages=iter([AIMessage(reply) for reply in replies]))
+
+
+@pytest.mark.parametrize("reply", ['{"dept": "tech"}', 'Here you are:\n```json\n{"dept": "tech"}\n```'])
+def test_a_chat_model_without_structured_output_answers_in_json(reply):
+    chat = _plain_chat(reply)
+    model = FakeDecisionModel(answers={**SCRIPT, "sev": [0.0, 0.0, 1.0]})
+    graph = build(model, chat)
+    done = graph.invoke({"text": "the export button does nothing"}, {"configurable": {"thread_id": "j"}})
+    assert "__interrupt__" not in done
+    assert done["decisions"]["triage"]["final"]["dept"] == {"label": "tech", "source": "llm", "probability": None}
+    assert done["dest"] == "tech"
+
+
+def test_the_output_mode_follows_what_the_chat_model_has_and_the_json_prompt_names_keys_and_values():
+    from clef_agents.graph import LLMEscalationNode
+    from clef_agents.graph.escalation import answer_schema, json_reply_instructions
+
+    gate = DecisionNode(FakeDecisionModel(), QUESTIONS, name="triage", input="text")
+    assert LLMEscalationNode(_plain_chat("{}"), gate).output_mode == "json"
+    assert LLMEscalationNode(FakeToolCallingChatModel(responses=[]), gate).output_mode == "structured"
+    assert LLMEscalationNode(FakeToolCallingChatModel(responses=[]), gate, output="json").output_mode == "json"
+    _, fields = answer_schema(QUESTIONS)
+    assert json_reply_instructions(QUESTIONS, fields).endswith(
+        '{"urgent": "yes" | "no" | "abstain", "dept": "billing" | "tech" | "abstain", "sev": "0" | "1" | "2" | "abstain"}'
+    )
+
+
+def test_a_reply_without_json_fails_loudly_and_goes_to_a_human(caplog):
+    model = FakeDecisionModel(answers={**SCRIPT, "sev": [0.0, 0.0, 1.0]})
+    graph = build(model, _plain_chat("I think it is the tech team."))
+    with caplog.at_level("WARNING", logger="clef_agents.graph.escalation"):
+        paused = graph.invoke({"text": "hm"}, {"configurable": {"thread_id": "n"}})
+    escalation = paused["__interrupt__"][0].value["questions"]["dept"]["escalations"][0]
+    assert escalation["outcome"] == "failed" and "holds no JSON object" in escalation["error"]
+    assert "triage_llm: the escalation LLM GenericFakeChatModel failed (json mode)" in caplog.text
+
+
+def test_asking_for_structured_output_from_a_model_without_it_is_a_construction_error():
+    from clef_agents.graph import LLMEscalationNode
+
+    gate = DecisionNode(FakeDecisionModel(), QUESTIONS, name="triage", input="text")
+    with pytest.raises(TypeError, match="GenericFakeChatModel has no with_structured_output.*output='json'"):
+        LLMEscalationNode(_plain_chat("{}"), gate, output="structured")
+    with pytest.raises(ValueError, match="output must be 'auto', 'structured' or 'json'"):
+        LLMEscalationNode(_plain_chat("{}"), gate, output="xml")
+
+
+# urgent and dept both in the LLM band (0.7), sev decided automatically
+TWO_FOR_THE_LLM = {"urgent": 0.7, "dept": {"billing": 0.7, "tech": 0.3}, "sev": [0.0, 0.0, 1.0]}
+
+
+@pytest.mark.parametrize("chat", [
+    lambda: FakeToolCallingChatModel(responses=[{"dept": "tech"}]),
+    lambda: _plain_chat('{"dept": "tech"}'),
+])
+def test_a_question_the_llm_leaves_out_goes_to_a_human_and_its_other_answers_stand(chat):
+    graph = build(FakeDecisionModel(answers=TWO_FOR_THE_LLM), chat())
+    config = {"configurable": {"thread_id": "m"}}
+    paused = graph.invoke({"text": "the export button does nothing"}, config)
+    review = paused["__interrupt__"][0].value
+    assert list(review["questions"]) == ["urgent"]
+    assert review["questions"]["urgent"]["escalations"][0]["outcome"] == "missing"
+    done = graph.invoke(Command(resume={"urgent": False}), config)
+    final = done["decisions"]["triage"]["final"]
+    assert final["dept"]["source"] == "llm" and final["dept"]["label"] == "tech"
+    assert final["urgent"] == {"label": False, "source": "human", "probability": None}
+
+
+async def test_async_json_mode_answers_too():
+    graph = build(FakeDecisionModel(answers={**SCRIPT, "sev": [0.0, 0.0, 1.0]}), _plain_chat('{"dept": "billing"}'))
+    done = await graph.ainvoke({"text": "refund"}, {"configurable": {"thread_id": "a"}})
+    assert done["decisions"]["triage"]["final"]["dept"]["source"] == "llm"

@@ -91,7 +91,7 @@ def test_served_graph_modules_build_on_the_fake_model(tmp_path, monkeypatch):
 def test_demo_script_prints_answers_lanes_and_destinations(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
-        [sys.executable, "examples/support_triage.py", "--model", "fake", "--traces", str(tmp_path / "t.sqlite")],
+        [sys.executable, "examples/support_triage.py", "--model", "fake-keywords", "--traces", str(tmp_path / "t.sqlite")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True,
     ).stdout
     assert out.count("-> destination:") == len(DEMO_MESSAGES)

@@ -38,7 +38,7 @@ def server(tmp_path):
         "LANGSMITH_TRACING": "false",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "HF_HUB_OFFLINE": "1",
-        "CLEF_AGENTS_MODEL": "fake",
+        "CLEF_AGENTS_MODEL": "fake-keywords",
         "CLEF_AGENTS_TRACES": str(tmp_path / "traces.sqlite"),
     }
     workdir = CONFIG.parent  # graph paths in langgraph.json are relative to it; .langgraph_api/ is gitignored

@@ -1,6 +1,15 @@
-"""Integration: the shipped default model loads offline and answers held-out samples above a floor."""
+"""Integration: the shipped default model loads offline and answers held-out samples above a floor.
+
+The samples are committed (``tests/fixtures/mini_samples.jsonl``: 120 test records per set, the
+seeded sample ``load_records(name, "test", limit=120, seed=7)`` takes, with the set's licence in
+``clef-agents data list``), so a fresh clone without the shared data runs these tests too;
+``test_the_committed_samples_are_the_shared_test_sample`` checks them against the data when present.
+"""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -8,6 +17,7 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.integration
 
 SAMPLES = 120
+SAMPLES_FILE = Path(__file__).parent / "fixtures" / "mini_samples.jsonl"
 # Floors sit below the measured test accuracy (MODEL_CARD.md: banking77 94.3 % taught, 87.4 % head
 # alone; sms_spam 99.0 %; bfcl_relevance 86.9 %) so that a broken load, tokenizer, head or taught file fails loudly while
 # sampling noise does not.
@@ -20,11 +30,21 @@ def mini():
     return ClefDecisionModel.from_pretrained("mini")
 
 
+def _samples(name: str) -> list[dict]:
+    """The committed test sample of data set ``name`` as decision records."""
+    from clef_agents.train.datasets import canonical_question
+
+    rows = [json.loads(line) for line in SAMPLES_FILE.read_text().splitlines()]
+    question = canonical_question(name)
+    return [{"state": row["state"], "questions": {qid: question for qid in row["labels"]}, "labels": row["labels"],
+             "meta": {"dataset": name, "split": "test", "row": row["row"]}} for row in rows if row["dataset"] == name]
+
+
 def _accuracy(model, name: str) -> float:
     from clef_agents import wire
-    from clef_agents.train.datasets import load_records
 
-    records = load_records(name, "test", limit=SAMPLES, seed=7)
+    records = _samples(name)
+    assert len(records) == SAMPLES
     responses = model.batch([{"state": r["state"], "questions": r["questions"]} for r in records])
     hits = 0
     for record, response in zip(records, responses):
@@ -33,6 +53,21 @@ def _accuracy(model, name: str) -> float:
         question = wire.validate_questions(record["questions"])[qid]
         hits += wire.label_index(question, label) == wire.option_names(question).index(wire.decided_label(answer))
     return hits / len(records)
+
+
+@pytest.mark.parametrize("name", ["banking77", "sms_spam", "bfcl_relevance"])
+def test_the_committed_samples_are_the_shared_test_sample(name):
+    from clef_agents.train.datasets import data_root, load_records
+
+    try:
+        data_root()
+    except FileNotFoundError as exc:
+        pytest.skip(f"shared data not present, nothing to compare the committed samples with: {exc}")
+    shared = load_records(name, "test", limit=SAMPLES, seed=7)
+    committed = _samples(name)
+    assert [(r["state"], r["labels"], r["questions"], r["meta"]["row"]) for r in shared] == [
+        (r["state"], r["labels"], r["questions"], r["meta"]["row"]) for r in committed
+    ]
 
 
 def test_mini_is_trained_and_calibrated(mini):

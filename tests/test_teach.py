@@ -121,13 +121,20 @@ def test_questions_with_one_label_or_few_records_are_skipped(encoder_dir):
     from clef_agents.train.teach import teach
 
     model = make_model(encoder_dir)
-    records = tiny_records(40, 5)
+    records = tiny_records(60, 5)
     for r in records:
         r["labels"]["urgent"] = True
-    reports = teach(model, records, tiny_records(3, 6), progress=False)
-    assert "one label" in reports["is this urgent"]["skipped"] or "too few" in reports["is this urgent"]["skipped"]
-    assert "too few records" in reports["which team"]["skipped"]
-    assert len(model.engine.taught) == 0
+    rare = [{**r, "questions": {"rare": {"type": "noul", "instructions": "a rare question"}}, "labels": {"rare": i % 2 == 0}}
+            for i, r in enumerate(tiny_records(10, 7))]
+    reports = teach(model, records + rare, progress=False, lexical=False, neighbours=False, tool_match=False, refit=False)
+    assert "only one label seen ('yes')" in reports["is this urgent"]["skipped"]
+    assert "too few records" in reports["a rare question"]["skipped"]
+    assert "skipped" not in reports["which team"] and "skipped" not in reports["how angry"]
+    assert len(model.engine.taught) == 2
+    before = len(model.engine.taught)
+    with pytest.raises(ValueError, match="nothing to teach: no question has enough labelled records"):
+        teach(model, tiny_records(40, 5), tiny_records(3, 6), progress=False)
+    assert len(model.engine.taught) == before
     with pytest.raises(ValueError, match="needs labelled records"):
         teach(model, [], progress=False)
 
@@ -390,3 +397,48 @@ def test_a_separable_held_out_set_keeps_the_blend_weights_finite():
     gradient = -2.0 / (1.0 + math.exp(2.0 * weight)) + weight / (BLEND_PRIOR_SD**2 * n)
     assert 1.0 < weight < 20.0
     assert gradient == pytest.approx(0.0, abs=1e-4)
+
+
+def test_the_held_out_share_is_ten_percent_spread_over_questions_and_labels():
+    from clef_agents.train.teach import count_questions, holdout_split, records_needed
+
+    for n in (60, 61, 100, 7):
+        records = tiny_records(n, 3)
+        held = holdout_split(records, seed=1)
+        assert sum(held) == round(n * 0.1 + 1e-9) or sum(held) == int(n * 0.1 + 0.5)
+    records = tiny_records(60, 3)
+    held = holdout_split(records, seed=1)
+    assert sum(held) == 6 and held == holdout_split(records, seed=1) and held != holdout_split(records, seed=2)
+    team = next(c for c in count_questions(records, held).values() if c.instructions == "which team")
+    assert (team.fit, team.held_out) == (54, 6)
+    by_team = {}
+    for record, h in zip(records, held):
+        by_team.setdefault(record["labels"]["team"], []).append(h)
+    assert all(abs(sum(flags) - 0.1 * len(flags)) < 1.5 for flags in by_team.values())  # each label's share ±1 record
+    assert records_needed(20) == 45 and sum(holdout_split(tiny_records(45, 0))) == 5
+
+
+def test_teaching_on_60_records_holds_out_6_and_teaches(encoder_dir):
+    from clef_agents.train.teach import teach
+
+    reports = teach(make_model(encoder_dir), tiny_records(60, 4), progress=False, lexical=False, neighbours=False,
+                    tool_match=False, refit=False)
+    assert all(r["held_out"] == 6 and r["records"] == 60 for r in reports.values())
+    assert not any("skipped" in r for r in reports.values())
+
+
+def test_teaching_nothing_is_an_error_that_says_why_and_writes_nothing(encoder_dir, tmp_path, capsys):
+    from clef_agents.cli import main
+
+    source = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(30, 10)))
+    code = main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "taught"),
+                 "--threads", "1", "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the weight-loading progress bar
+    assert err.startswith("clef-agents teach: error: nothing to teach")
+    assert "'which team': 27 to fit, 3 held out" in err
+    assert "at least 20 records to fit and 5 held out" in err and "at least 45 labelled records per question" in err
+    assert "two different labels" in err and "--min-records" in err
+    assert not (tmp_path / "taught").exists()

@@ -3,7 +3,6 @@ per-route slices, the LLM / human split, costs, curves and the CLI hooks."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 
@@ -29,7 +28,7 @@ from clef_agents.thresholds import (
     synthetic_records,
     with_probabilities,
 )
-from clef_agents.thresholds.cli import add_lane_arguments, run_lane_fit
+from clef_agents.thresholds.cli import run_lane_fit
 from clef_agents.thresholds.curves import threshold_curve
 from clef_agents.thresholds.stats import pilot_split
 from clef_agents.thresholds.planning import critical_errors, planning_table, records_needed, single_test_power
@@ -246,26 +245,24 @@ def test_curve_trades_automatic_share_for_error():
 # --------------------------------------------------------------------------- CLI hooks
 
 
-def _parser(existing: bool = False) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="calibrate")
-    if existing:  # the calibrate command may already own these flags
-        parser.add_argument("--records")
-        parser.add_argument("--model")
-    add_lane_arguments(parser)
-    return parser
+def calibrate(*flags: str) -> int:
+    """``clef-agents calibrate FLAGS`` through the real command-line parser."""
+    from clef_agents.cli import main
+
+    return main(["calibrate", *flags])
 
 
 def test_cli_fits_writes_a_loadable_policy_and_a_report(tmp_path, capsys):
     records = tmp_path / "labelled.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(3000, seed=8)))
-    args = _parser(existing=True).parse_args([
+    assert calibrate(
         "--records", str(records), "--max-auto-error", "0.02", "--confidence", "0.9", "--max-human-share", "0.05",
         "--cost-auto-error", "10", "--cost-llm", "0.05", "--cost-human", "2",
         "--policy-out", str(tmp_path / "lanes.json"), "--report-dir", str(tmp_path / "report"),
-    ])
-    assert run_lane_fit(args) == 0
+    ) == 0
     policy = LanePolicy.load(tmp_path / "lanes.json")
     assert policy.questions["team"].fit["certified"] and policy.meta["costs"]["auto_error"] == 10.0
+    assert policy.meta["records"] == str(records)
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     curves = json.loads((tmp_path / "report" / "curves.json").read_text())
     assert report["questions"]["team"]["auto_at"] == policy.questions["team"].auto_at
@@ -276,26 +273,55 @@ def test_cli_fits_writes_a_loadable_policy_and_a_report(tmp_path, capsys):
     assert "planning" not in policy.questions["team"].fit
 
 
+def test_cli_reads_every_records_file_given(tmp_path):
+    rows = synthetic_records(2000, seed=3)
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows[:1000]))
+    second.write_text("".join(json.dumps(r) + "\n" for r in rows[1000:]))
+    assert calibrate("--records", str(first), str(second), "--max-auto-error", "0.05",
+                     "--policy-out", str(tmp_path / "lanes.json"), "--report-dir", str(tmp_path / "report")) == 0
+    policy = LanePolicy.load(tmp_path / "lanes.json")
+    assert policy.meta["records"] == [str(first), str(second)]
+    assert json.loads((tmp_path / "report" / "report.json").read_text())["questions"]["team"]["n"] == 2000
+
+
 def test_cli_runs_a_model_when_records_carry_no_predictions(tmp_path):
     plain = synthetic_records(300, seed=9)
     for r in plain:
         r["meta"].pop("probabilities")
     records = tmp_path / "plain.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in plain))
-    args = _parser().parse_args([
-        "--records", str(records), "--max-auto-error", "0.05", "--policy-out", str(tmp_path / "lanes.json"),
+    assert calibrate(
+        "--records", str(records), "--model", "fake", "--max-auto-error", "0.05", "--policy-out", str(tmp_path / "lanes.json"),
         "--save-predictions", str(tmp_path / "replay.jsonl"), "--no-progress",
-    ])
-    args.decision_model = FakeDecisionModel(answers={"team": "tech"})
-    assert run_lane_fit(args) == 0
+    ) == 0
     replay = [json.loads(line) for line in (tmp_path / "replay.jsonl").read_text().splitlines()]
     assert len(replay) == 300 and "probabilities" in replay[0]["meta"]
 
 
-def test_cli_rejects_a_target_outside_zero_and_one(tmp_path):
-    args = _parser().parse_args(["--records", "r.jsonl", "--max-auto-error", "1.5", "--policy-out", "l.json"])
-    with pytest.raises(ValueError, match="strictly between 0 and 1"):
-        run_lane_fit(args)
+def test_run_lane_fit_takes_a_model_object(tmp_path):
+    from clef_agents.cli import build_parser
+
+    plain = synthetic_records(300, seed=9)
+    for r in plain:
+        r["meta"].pop("probabilities")
+    records = tmp_path / "plain.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in plain))
+    args = build_parser().parse_args(["calibrate", "--records", str(records), "--max-auto-error", "0.05",
+                                      "--policy-out", str(tmp_path / "lanes.json"), "--no-progress"])
+    model = FakeDecisionModel(answers={"team": "tech"})
+    assert run_lane_fit(args, model=model) == 0
+    assert len(model.calls) == 300
+
+
+def test_cli_rejects_a_target_outside_zero_and_one(tmp_path, capsys):
+    assert calibrate("--records", "r.jsonl", "--max-auto-error", "1.5", "--policy-out", "l.json") == 2
+    assert "strictly between 0 and 1" in capsys.readouterr().err
+
+
+def test_cli_names_a_missing_records_file(tmp_path, capsys):
+    assert calibrate("--records", str(tmp_path / "none.jsonl"), "--max-auto-error", "0.05", "--policy-out", "l.json") == 2
+    assert f"decision records not found: {tmp_path / 'none.jsonl'}" in capsys.readouterr().err
 
 
 def test_the_cli_module_loads_without_numpy():
@@ -362,9 +388,7 @@ def test_planning_table_reads_the_error_at_each_share_from_the_ranked_records():
 def test_cli_prints_the_records_larger_shares_would_need(tmp_path, capsys):
     records = tmp_path / "labelled.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(1500, seed=2)))
-    args = _parser(existing=True).parse_args(["--records", str(records), "--max-auto-error", "0.01", "--policy-out",
-                                              str(tmp_path / "lanes.json")])
-    assert run_lane_fit(args) == 0
+    assert calibrate("--records", str(records), "--max-auto-error", "0.01", "--policy-out", str(tmp_path / "lanes.json")) == 0
     out = capsys.readouterr().out
     assert "more labels?" in out and "n, 80% power" in out
 
@@ -385,9 +409,8 @@ def test_the_sequence_start_is_checked_and_reaches_the_policy_through_the_cli(tm
         fit_error_threshold(np.ones(1000), np.ones(1000, dtype=bool), 0.01, DELTA, start="late")
     records = tmp_path / "labelled.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(2000, seed=4)))
-    args = _parser(existing=True).parse_args(["--records", str(records), "--max-auto-error", "0.02", "--sequence-start",
-                                              "robust", "--policy-out", str(tmp_path / "lanes.json")])
-    assert run_lane_fit(args) == 0
+    assert calibrate("--records", str(records), "--max-auto-error", "0.02", "--sequence-start", "robust",
+                     "--policy-out", str(tmp_path / "lanes.json")) == 0
     assert LanePolicy.load(tmp_path / "lanes.json").meta["sequence_start"] == "robust"
     with pytest.raises(SystemExit):
-        _parser(existing=True).parse_args(["--sequence-start", "late"])
+        calibrate("--records", str(records), "--sequence-start", "late")

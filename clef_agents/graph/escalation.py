@@ -16,9 +16,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -39,6 +41,12 @@ from clef_agents.graph.state import (
 
 ABSTAIN = "abstain"
 REVIEW_KIND = "clef_agents.review"
+OutputMode = Literal["auto", "structured", "json"]
+"""How the escalation LLM answers: ``structured`` through ``with_structured_output`` (tool calling or
+the provider's JSON mode), ``json`` as a plain reply holding one JSON object, ``auto`` the first
+when the chat model has it, else the second."""
+
+logger = logging.getLogger(__name__)
 
 LLM_SYSTEM_PROMPT = (
     "You answer classification questions about a piece of state for an automated workflow. "
@@ -136,10 +144,17 @@ def llm_messages(state_input: Any, questions: Mapping[str, wire.TextQuestion], m
 
 
 class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
-    """Ask a chat model (any ``BaseChatModel`` with structured output) the gate's ``llm``-lane questions.
+    """Ask a chat model (any ``BaseChatModel``) the gate's ``llm``-lane questions.
 
-    Each answer must be a legal option; an answer that is not, an ``abstain``, or a failing chat
-    model leaves the question open, so it goes on to a human. Accepted answers become final labels
+    With ``output="auto"`` (the default) a chat model that has ``with_structured_output`` answers
+    through it; one that has not (LangChain's ``GenericFakeChatModel``, many local models) is asked
+    for a plain reply holding one JSON object, which is parsed (code fences and text around the
+    object are allowed). ``output="structured"`` with a model that lacks it is a ``TypeError`` here,
+    at construction. ``output_mode`` says which is used.
+
+    Each answer must be a legal option; an answer that is not, an ``abstain``, a question the LLM
+    left out, or a failing chat model leaves that question open, so it goes on to a human (a failing
+    call is also logged as a warning). The other answers stand: accepted answers become final labels
     with ``source = "llm"``. Runs once per decision (memoised by the entry's trace id).
 
     Example:
@@ -147,17 +162,34 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         >>> from clef_agents.testing import FakeDecisionModel
         >>> from clef_agents.graph.fakes import FakeToolCallingChatModel
         >>> gate = DecisionNode(FakeDecisionModel(), {"spam": Noul(instructions="Spam?")}, input="text")
-        >>> LLMEscalationNode(FakeToolCallingChatModel(responses=[{"spam": "no"}]), gate).name
-        'decide_llm'
+        >>> node = LLMEscalationNode(FakeToolCallingChatModel(responses=[{"spam": "no"}]), gate)
+        >>> node.name, node.output_mode
+        ('decide_llm', 'structured')
     """
 
-    def __init__(self, chat_model: BaseChatModel, gate: DecisionNode, *, name: str | None = None, max_chars: int = 6000):
+    def __init__(
+        self,
+        chat_model: BaseChatModel,
+        gate: DecisionNode,
+        *,
+        name: str | None = None,
+        max_chars: int = 6000,
+        output: OutputMode = "auto",
+    ):
         if not isinstance(chat_model, BaseChatModel):
             raise TypeError(f"chat_model must be a langchain_core BaseChatModel, got {type(chat_model).__name__}")
+        if output not in ("auto", "structured", "json"):
+            raise ValueError(f"output must be 'auto', 'structured' or 'json', got {output!r}")
         self.chat_model = chat_model
         self.gate = gate
         self.name = name or f"{gate.name}_llm"
         self.max_chars = max_chars
+        self._mode = _output_mode(chat_model, output)
+
+    @property
+    def output_mode(self) -> Literal["structured", "json"]:
+        """How this node reads the LLM's answers: ``structured`` or ``json`` (a parsed plain reply)."""
+        return self._mode
 
     def _todo(self, entry: Mapping[str, Any]) -> list[str]:
         if entry.get("llm") is not None:
@@ -172,7 +204,20 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             return None
         questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in todo}
         schema, fields = answer_schema(questions)
-        return entry, questions, schema, fields, llm_messages(self.gate.read_input(input), questions, self.max_chars)
+        messages = llm_messages(self.gate.read_input(input), questions, self.max_chars)
+        if self._mode == "json":
+            messages = [*messages, HumanMessage(json_reply_instructions(questions, fields))]
+        return entry, questions, schema, fields, messages
+
+    def _runnable(self, schema: type[BaseModel]) -> Any:
+        if self._mode == "json":
+            return self.chat_model
+        # a JSON schema, not the pydantic class: a reply that leaves a question out still parses,
+        # and the answers it does give are judged one by one
+        return self.chat_model.with_structured_output(schema.model_json_schema())
+
+    def _read(self, result: Any) -> dict[str, Any]:
+        return parse_json_reply(result) if self._mode == "json" else _as_dict(result)
 
     def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         """Ask the LLM (unless already asked for this decision) and return the state update."""
@@ -181,9 +226,9 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             return {}
         entry, questions, schema, fields, messages = prepared
         try:
-            raw, error = _as_dict(self.chat_model.with_structured_output(schema).invoke(messages)), None
+            raw, error = self._read(self._runnable(schema).invoke(messages)), None
         except Exception as exc:  # an LLM failure escalates to a human, it never decides
-            raw, error = {}, f"{type(exc).__name__}: {exc}"
+            raw, error = {}, self._failed(exc)
         return self._apply(entry, questions, fields, raw, error, thread_id_of(config))
 
     async def ainvoke(
@@ -195,10 +240,16 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             return {}
         entry, questions, schema, fields, messages = prepared
         try:
-            raw, error = _as_dict(await self.chat_model.with_structured_output(schema).ainvoke(messages)), None
+            raw, error = self._read(await self._runnable(schema).ainvoke(messages)), None
         except Exception as exc:
-            raw, error = {}, f"{type(exc).__name__}: {exc}"
+            raw, error = {}, self._failed(exc)
         return await asyncio.to_thread(self._apply, entry, questions, fields, raw, error, thread_id_of(config))
+
+    def _failed(self, exc: Exception) -> str:
+        error = f"{type(exc).__name__}: {exc}"
+        logger.warning("%s: the escalation LLM %s failed (%s mode); its questions go to a human: %s",
+                       self.name, _chat_model_name(self.chat_model), self._mode, error)
+        return error
 
     def _apply(
         self,
@@ -209,12 +260,13 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         error: str | None,
         thread_id: str | None,
     ) -> dict[str, Any]:
-        by_qid = {qid: raw.get(field) for field, qid in fields.items()}
+        by_qid = {qid: raw.get(field, raw.get(qid)) for field, qid in fields.items()}
+        given = {qid for field, qid in fields.items() if field in raw or qid in raw}
         route = {qid: {**item, "escalations": list(item["escalations"])} for qid, item in entry["route"].items()}
         final = dict(entry["final"])
         model_name = _chat_model_name(self.chat_model)
         for qid, question in questions.items():
-            outcome = _judge_llm_answer(question, by_qid.get(qid), error)
+            outcome = _judge_llm_answer(question, by_qid.get(qid), error, left_out=qid not in given)
             route[qid]["escalations"].append({"to": "llm", "model": model_name, **outcome})
             if outcome["outcome"] == "accepted":
                 final[qid] = {"label": outcome["label"], "source": "llm", "probability": None}
@@ -226,6 +278,76 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         return _update(entry, route=route, final=final, llm=llm)
 
 
+class _Probe(BaseModel):
+    """A one-field schema to ask a chat model whether it has structured output."""
+
+    answer: str
+
+
+def _output_mode(chat_model: BaseChatModel, output: OutputMode) -> Literal["structured", "json"]:
+    if output == "json":
+        return "json"
+    try:
+        chat_model.with_structured_output(_Probe)
+    except NotImplementedError as exc:
+        if output == "structured":
+            raise TypeError(
+                f"{type(chat_model).__name__} has no with_structured_output ({exc}); pass output='json' (or the "
+                "default 'auto') to have it answer with a JSON object in a plain reply, or use a chat model with "
+                "tool calling"
+            ) from None
+        return "json"
+    return "structured"
+
+
+def json_reply_instructions(questions: Mapping[str, wire.TextQuestion], fields: Mapping[str, str]) -> str:
+    """What a chat model without structured output is told about the shape of its reply.
+
+    Example:
+        >>> from langchain_core.decisions import Noul
+        >>> print(json_reply_instructions({"spam": Noul(instructions="Spam?")}, {"spam": "spam"}))
+        Reply with one JSON object and nothing else, with one key per question: {"spam": "yes" | "no" | "abstain"}
+    """
+    keys = ", ".join(
+        f"{json.dumps(field)}: " + " | ".join(json.dumps(v) for v in [*allowed_values(questions[qid]), ABSTAIN])
+        for field, qid in fields.items()
+    )
+    return f"Reply with one JSON object and nothing else, with one key per question: {{{keys}}}"
+
+
+def parse_json_reply(reply: Any) -> dict[str, Any]:
+    """The JSON object in a chat model's plain reply (an ``AIMessage`` or text); code fences and text
+    around the object are allowed. Raises ``ValueError`` naming what came back otherwise.
+
+    Example:
+        >>> parse_json_reply('Sure! ```json {"spam": "no"} ```')
+        {'spam': 'no'}
+    """
+    text = _reply_text(reply)
+    candidates = [text.strip()]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    raise ValueError(f"the LLM's reply holds no JSON object: {_short(text, 120)!r}")
+
+
+def _reply_text(reply: Any) -> str:
+    content = getattr(reply, "content", reply)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content blocks
+        return "".join(block if isinstance(block, str) else str(block.get("text", "")) for block in content
+                       if isinstance(block, (str, dict)))
+    raise ValueError(f"the LLM's reply is a {type(reply).__name__}, not text")
+
+
 def _as_dict(result: Any) -> dict[str, Any]:
     if isinstance(result, BaseModel):
         return result.model_dump()
@@ -234,9 +356,11 @@ def _as_dict(result: Any) -> dict[str, Any]:
     raise TypeError(f"structured output must be a pydantic model or a dict, got {type(result).__name__}")
 
 
-def _judge_llm_answer(question: wire.TextQuestion, raw: Any, error: str | None) -> dict[str, Any]:
+def _judge_llm_answer(question: wire.TextQuestion, raw: Any, error: str | None, left_out: bool = False) -> dict[str, Any]:
     if error is not None:
         return {"outcome": "failed", "answer": None, "error": error}
+    if left_out:
+        return {"outcome": "missing", "answer": None, "error": "the LLM's reply has no answer to this question"}
     if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", ABSTAIN)):
         return {"outcome": "abstained", "answer": _short(raw)}
     try:

@@ -1,8 +1,9 @@
 """Ready graphs: support triage, tool-call approval for an agent, and a content-moderation gate.
 
-Each builder takes any ``BaseDecisionModel``. ``load_decision_model`` picks one by name:
-``"mini"`` (the shipped default, default) or a checkpoint folder load ``ClefDecisionModel`` lazily;
-``"fake"`` gives ``demo_fake_model()``, a keyword-scripted fake for offline tests and demos. The
+Each builder takes any ``BaseDecisionModel``. ``load_decision_model`` picks one by its spec, with
+the meaning ``clef_agents.loading.load_model`` gives it: ``"mini"`` (the default) or a checkpoint
+folder load ``ClefDecisionModel`` lazily; ``"fake-keywords"`` gives ``demo_fake_model()``, a
+keyword-scripted fake for offline tests and demos; ``"fake"`` the hashed ``FakeDecisionModel``. The
 escalation LLM and the agent in these graphs are scripted fakes (``FakeToolCallingChatModel``)
 unless you pass a real chat model.
 
@@ -95,21 +96,16 @@ DEMO_MESSAGES: tuple[str, ...] = (
 
 
 def load_decision_model(spec: str | None = None) -> BaseDecisionModel:
-    """The decision model named by ``spec`` (or ``$CLEF_AGENTS_MODEL``, default ``"mini"``).
-
-    ``"fake"`` → ``demo_fake_model()``; anything else → ``ClefDecisionModel.from_pretrained(spec)``
-    (imported only then, so the graph layer never imports torch by itself).
+    """The decision model named by ``spec`` (or ``$CLEF_AGENTS_MODEL``, default ``"mini"``), as
+    ``clef_agents.loading.load_model`` reads it (torch is imported only for a real checkpoint).
 
     Example:
-        >>> load_decision_model("fake").model
+        >>> load_decision_model("fake-keywords").model
         'fake-keywords'
     """
-    spec = spec or os.environ.get(MODEL_ENV) or "mini"
-    if spec == "fake":
-        return demo_fake_model()
-    from clef_agents.model import ClefDecisionModel
+    from clef_agents.loading import DEFAULT_SPEC, load_model  # noqa: PLC0415
 
-    return ClefDecisionModel.from_pretrained(spec)
+    return load_model(spec or os.environ.get(MODEL_ENV) or DEFAULT_SPEC)
 
 
 _KEYWORDS: dict[str, dict[str, tuple[str, ...]]] = {

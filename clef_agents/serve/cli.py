@@ -13,6 +13,8 @@ import os
 import sys
 from typing import Any
 
+from clef_agents.loading import MODEL_HELP
+
 API_KEY_ENV = "CLEF_API_KEY"
 
 
@@ -25,7 +27,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--model", default="mini", help="'mini', a checkpoint folder, 'backbone:NAME' (untrained head) or 'fake' (default mini)")
+    parser.add_argument("--model", default="mini", help=f"{MODEL_HELP} (default mini)")
     parser.add_argument("--model-name", default=None, help="name to serve the model as (default: the model's own name)")
     parser.add_argument("--alias", action="append", default=None, help="another accepted model name (repeatable; jev-latest is always accepted)")
     parser.add_argument("--max-batch-size", type=int, default=16, help="most requests per forward pass; 1 turns batching off (default 16)")
@@ -35,7 +37,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-queue", type=int, default=1024, help="requests allowed to wait; beyond it 503 (default 1024)")
     parser.add_argument("--api-key", default=None, help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV} if set, else no auth)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: all cores)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)")
     ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
     ray.add_argument("--ray", action="store_true", help="deploy on Ray Serve instead of a single uvicorn process")
     ray.add_argument("--replicas", type=int, default=2, help="Ray Serve replicas (default 2)")
@@ -108,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
         )
     import uvicorn
 
+    from clef_agents.loading import load_model
     from clef_agents.serve.app import create_app
-    from clef_agents.serve.models import load_model
 
     app = create_app(loader=lambda: load_model(args.model), settings=settings)
     uvicorn.run(app, host=args.host, port=args.port, access_log=False, log_level=args.log_level, timeout_keep_alive=30)

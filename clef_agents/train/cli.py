@@ -23,12 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--records", nargs="*", default=None, help="JSONL decision records; default: the mini mixture of ../shared/data")
     train.add_argument("--valid-records", nargs="*", default=None, help="held-out JSONL records for calibration")
     train.add_argument("--exclude", nargs="*", default=[], help="datasets to leave out of the mixture (e.g. banking77 for zero-shot)")
-    train.add_argument("--backbone", default="minilm")
-    train.add_argument("--name", default="mini")
-    train.add_argument("--steps", type=int, default=3000)
-    train.add_argument("--batch-size", type=int, default=32)
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--threads", type=int, default=None)
+    train.add_argument("--backbone", default="minilm", help="backbone to put LoRA and the head on: 'minilm' or a folder (default minilm)")
+    train.add_argument("--name", default="mini", help="model name stored in the checkpoint (default mini)")
+    train.add_argument("--steps", type=int, default=3000, help="optimiser steps (default 3000)")
+    train.add_argument("--batch-size", type=int, default=32, help="records per step (default 32)")
+    train.add_argument("--seed", type=int, default=0, help="seed of sampling and initialisation (default 0)")
+    train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     train.add_argument("--stage", choices=["full", "adapter", "head", "match"], default="full",
                        help="full: LoRA + head; adapter: LoRA alone, through probes on pooled states (train the head after);"
                             " head / match: the head (or its pooled part) on cached states")
@@ -42,22 +42,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             " query/value projections, or --init's); with --init, its adapter weights load into the"
                             " modules both have and the others start as no change")
     train.add_argument("--no-calibrate", action="store_true", help="skip fitting calibration at the end")
-    train.add_argument("--no-resume", action="store_true")
-    train.add_argument("--no-progress", action="store_true")
+    train.add_argument("--no-resume", action="store_true", help="start over even if OUT holds a saved run")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.set_defaults(func=_run_train)
 
     calibrate = subparsers.add_parser(
         "calibrate", help="refit probability calibration on labelled records, or fit lane thresholds (--max-auto-error)"
     )
-    calibrate.add_argument("--model", default=None, help="checkpoint folder or 'mini'")
-    calibrate.add_argument("--records", nargs="+", required=True, help="labelled JSONL decision records")
+    calibrate.add_argument("--model", default=None,
+                           help="probability calibration: the checkpoint folder or 'mini' to refit; lane thresholds: the "
+                                "model that answers records without meta.probabilities, any spec of clef_agents.load_model "
+                                "(default mini)")
+    calibrate.add_argument("--records", nargs="+", required=True, help="labelled JSONL decision records (one or more files)")
     calibrate.add_argument("--out", default=None, help="folder for the recalibrated checkpoint (probability calibration)")
-    try:
-        from clef_agents.thresholds.cli import add_lane_arguments  # noqa: PLC0415
+    from clef_agents.thresholds.cli import add_lane_arguments  # noqa: PLC0415  (light: no numpy, no torch)
 
-        add_lane_arguments(calibrate)
-    except ImportError:
-        pass
+    add_lane_arguments(calibrate)
     calibrate.set_defaults(func=_run_calibrate)
 
     teach = subparsers.add_parser(
@@ -65,10 +65,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     teach.add_argument("--model", default="mini", help="checkpoint folder or 'mini'")
     teach.add_argument("--records", nargs="*", default=None, help="labelled JSONL decision records")
-    teach.add_argument("--valid-records", nargs="*", default=None, help="held-out records for the blend (default: 10%% of --records)")
+    teach.add_argument("--valid-records", nargs="*", default=None, help="held-out records for the blend (default: exactly 10%% of --records, seeded, "
+                            "spread over questions and labels)")
     teach.add_argument("--datasets", nargs="*", default=None, help="shared data sets to teach from (their train and valid splits)")
     teach.add_argument("--out", required=True, help="folder for the taught checkpoint")
-    teach.add_argument("--min-records", type=int, default=20)
+    teach.add_argument("--min-records", type=int, default=20,
+                       help="fewest records a question needs to fit on (default 20); it also needs max(5, this/4) "
+                            "held out and two labels seen")
     teach.add_argument("--prior", nargs="*", default=[], metavar="LABEL=SHARE",
                        help="expected deployment share of a label when it differs from the records' (e.g. oos=0.2)")
     teach.add_argument("--features", nargs="+", default=None, metavar="SPEC",
@@ -89,18 +92,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--no-refit", action="store_true",
                        help="keep the parts fitted without the held-out records (by default, once every choice is "
                             "made on them, the parts are fitted again on all records)")
-    teach.add_argument("--seed", type=int, default=0)
-    teach.add_argument("--threads", type=int, default=None)
-    teach.add_argument("--no-progress", action="store_true")
+    teach.add_argument("--seed", type=int, default=0, help="seed of the held-out draw and of the fits (default 0)")
+    teach.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    teach.add_argument("--no-progress", action="store_true", help="no progress bars")
     teach.set_defaults(func=_run_teach)
 
     evaluate = subparsers.add_parser("eval", help="accuracy, macro-F1, NLL, Brier, ECE, coverage; JSON + markdown + PNG")
-    evaluate.add_argument("--model", default="mini")
+    evaluate.add_argument("--model", default="mini", help="checkpoint folder or 'mini' (default mini)")
     evaluate.add_argument("--datasets", nargs="*", default=None, help="dataset names (default: all with a test split)")
     evaluate.add_argument("--records", nargs="*", default=None, help="JSONL decision records instead of datasets")
-    evaluate.add_argument("--split", default="test")
+    evaluate.add_argument("--split", default="test", help="data set split to evaluate on (default test)")
     evaluate.add_argument("--limit", type=int, default=None, help="at most this many records per dataset (seeded sample)")
-    evaluate.add_argument("--report-dir", default="reports/eval")
+    evaluate.add_argument("--report-dir", default="reports/eval", help="where report.json, report.md and plots go (default reports/eval)")
     evaluate.add_argument("--uncalibrated", action="store_true", help="also report metrics before calibration")
     evaluate.set_defaults(func=_run_eval)
 

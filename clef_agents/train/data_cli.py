@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
     convert = actions.add_parser("convert", help="write one split of a data set as decision records (JSONL)")
     convert.add_argument("name", help="data set name (see `clef-agents data list`)")
-    convert.add_argument("--split", required=True, choices=("train", "valid", "test"))
+    convert.add_argument("--split", required=True, choices=("train", "valid", "test"), help="which split to write")
     convert.add_argument("--out", help="output JSONL file (default: standard output)")
     convert.add_argument("--limit", type=int, help="a seeded random sample of this many records")
     convert.add_argument("--seed", type=int, default=0, help="seed of the --limit sample (default 0)")

@@ -564,9 +564,12 @@ def teach(
 ) -> dict[str, dict[str, Any]]:
     """Teach the model every question that appears in labelled records; returns a report per question.
 
-    Without ``held_out_records``, a seeded 10% of ``records`` is held out for the blend. Questions
-    with fewer than ``min_records`` records, or with fewer than two labels seen, are skipped (and
-    reported as such); existing taught questions not in the records stay as they are.
+    Without ``held_out_records``, a seeded 10% of ``records`` (``holdout_split``: exactly
+    round(10% of n), stratified by question and label) is held out for the blend. Questions with
+    fewer than ``min_records`` records to fit, fewer than max(5, min_records / 4) held out, or
+    fewer than two labels seen are skipped (and reported as such); when that leaves no question at
+    all, ``ValueError`` says, per question, what was found and what is needed, before the model
+    reads any record. Existing taught questions not in the records stay as they are.
     ``priors`` (label -> expected deployment share) shifts every taught question that has that
     label from its training shares to those shares (see ``prior_offsets``). Each question is fitted
     on every spec in ``features`` (see ``taught.pool_features``) and keeps the one with the lower
@@ -596,16 +599,18 @@ def teach(
     if held_out_records:
         held_out = [False] * len(records) + [True] * len(held_out_records)
     else:
-        rng = random.Random(seed)
-        held_out = [rng.random() < HOLDOUT_SHARE for _ in records]
-    groups = collect(model, all_records, held_out, list(dict.fromkeys(features)), progress=progress)
-    options = {name for group in groups.values() for name in group.names}
+        held_out = holdout_split(records, HOLDOUT_SHARE, seed)
+    counts = count_questions(all_records, held_out)
+    options = {name for count in counts.values() for name in count.options}
     unmatched = sorted(set(priors or {}) - options)
     if unmatched:
         raise ValueError(f"prior for {unmatched}, which no question in the records has as an option")
     unmatched = sorted(set(catch_all) - options)
     if unmatched:
         raise ValueError(f"catch-all option {unmatched}, which no question in the records has as an option")
+    if not any(count.skip_reason(min_records) is None for count in counts.values()):
+        raise ValueError(nothing_to_teach(counts, min_records, given_held_out=bool(held_out_records)))
+    groups = collect(model, all_records, held_out, list(dict.fromkeys(features)), progress=progress)
     reports: dict[str, dict[str, Any]] = {}
     for key, group in tqdm(groups.items(), desc="teach: fitting questions", disable=not progress, unit="question"):
         reason = _skip_reason(group, min_records)
@@ -656,10 +661,118 @@ def _check_shares(priors: dict[str, float]) -> None:
 
 
 def _skip_reason(group: _Group, min_records: int) -> str | None:
-    n_fit = sum(not h for h in group.held_out)
-    n_held = sum(group.held_out)
-    if n_fit < min_records or n_held < max(5, min_records // 4):
-        return f"too few records: {n_fit} to fit and {n_held} held out; need {min_records} and {max(5, min_records // 4)}"
-    if len(set(group.gold)) < 2:
-        return f"only one label seen ({group.gold[0]!r}); teaching needs at least two"
-    return None
+    count = QuestionCount(group.instructions, sum(not h for h in group.held_out), sum(group.held_out),
+                          {label: group.gold.count(label) for label in dict.fromkeys(group.gold)})
+    return count.skip_reason(min_records)
+
+
+def held_out_needed(min_records: int) -> int:
+    """Held-out records a question needs beside ``min_records`` to fit on.
+
+    Example:
+        >>> held_out_needed(20), held_out_needed(100)
+        (5, 25)
+    """
+    return max(5, min_records // 4)
+
+
+@dataclass(frozen=True)
+class QuestionCount:
+    """How many labelled records one taught question has: to fit on, held out, and per label; and
+    every option name its records offer."""
+
+    instructions: str
+    fit: int
+    held_out: int
+    labels: dict[str, int]
+    options: tuple[str, ...] = ()
+
+    def skip_reason(self, min_records: int) -> str | None:
+        """Why this question cannot be taught, or ``None`` when it can.
+
+        Example:
+            >>> QuestionCount("Spam?", 27, 3, {"yes": 10, "no": 20}).skip_reason(20)
+            'too few records: 27 to fit and 3 held out; need 20 and 5'
+        """
+        if self.fit < min_records or self.held_out < held_out_needed(min_records):
+            return f"too few records: {self.fit} to fit and {self.held_out} held out; need {min_records} and {held_out_needed(min_records)}"
+        if len(self.labels) < 2:
+            return f"only one label seen ({next(iter(self.labels))!r}); teaching needs at least two"
+        return None
+
+
+def count_questions(records: Sequence[dict[str, Any]], held_out: Sequence[bool]) -> dict[str, QuestionCount]:
+    """Per taught key, the records to fit on, held out and per label (no model needed).
+
+    Example:
+        >>> q = {"spam": {"type": "noul", "instructions": "Spam?"}}
+        >>> counts = count_questions([{"state": "a", "questions": q, "labels": {"spam": True}}], [False])
+        >>> next(iter(counts.values())).labels
+        {'yes': 1}
+    """
+    found: dict[str, tuple[str, list[int], dict[str, int], dict[str, None]]] = {}
+    for record, held in zip(records, held_out):
+        _, questions, gold = record_to_example(record)
+        for question, index in zip(questions, gold):
+            text, split, labels, options = found.setdefault(
+                taught_key(question), (wire.content_text(question.instructions), [0, 0], {}, {}))
+            split[int(held)] += 1
+            names = wire.option_names(question)
+            options.update(dict.fromkeys(names))
+            labels[names[index]] = labels.get(names[index], 0) + 1
+    return {key: QuestionCount(text, split[0], split[1], labels, tuple(options))
+            for key, (text, split, labels, options) in found.items()}
+
+
+def holdout_split(records: Sequence[dict[str, Any]], share: float = HOLDOUT_SHARE, seed: int = 0) -> list[bool]:
+    """Which records to hold out: exactly round(``share`` × n), spread over the questions and labels
+    in proportion (records are grouped by their questions and labels, shuffled with ``seed``, and
+    every 1/share-th one is held out).
+
+    Example:
+        >>> q = {"spam": {"type": "noul", "instructions": "Spam?"}}
+        >>> records = [{"state": str(i), "questions": q, "labels": {"spam": i % 2 == 0}} for i in range(60)]
+        >>> sum(holdout_split(records, 0.1))
+        6
+    """
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"the held-out share must lie in [0, 1), got {share}")
+    rng = random.Random(seed)
+    strata: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for i, record in enumerate(records):
+        _, questions, gold = record_to_example(record)
+        strata.setdefault(tuple(sorted((taught_key(q), g) for q, g in zip(questions, gold))), []).append(i)
+    groups = list(strata.values())
+    rng.shuffle(groups)
+    order = [i for group in groups for i in rng.sample(group, len(group))]
+    held_out = [False] * len(records)
+    for position, i in enumerate(order):
+        held_out[i] = math.floor((position + 1) * share + 0.5) > math.floor(position * share + 0.5)
+    return held_out
+
+
+def records_needed(min_records: int, share: float = HOLDOUT_SHARE) -> int:
+    """Fewest labelled records of one question that a ``share`` hold-out leaves teachable.
+
+    Example:
+        >>> records_needed(20)
+        45
+    """
+    n = min_records
+    while n - math.floor(n * share + 0.5) < min_records or math.floor(n * share + 0.5) < held_out_needed(min_records):
+        n += 1
+    return n
+
+
+def nothing_to_teach(counts: dict[str, QuestionCount], min_records: int, given_held_out: bool = False) -> str:
+    """The error when no question in the records can be taught: what each has and what is needed."""
+    found = "; ".join(
+        f"{count.instructions[:60]!r}: {count.fit} to fit, {count.held_out} held out, labels "
+        + ", ".join(f"{label} {n}" for label, n in count.labels.items())
+        for count in counts.values()
+    )
+    split = ("held-out records come from --valid-records" if given_held_out else
+             f"with {HOLDOUT_SHARE:.0%} held out that is at least {records_needed(min_records)} labelled records per question")
+    return (f"nothing to teach: no question has enough labelled records. Each question needs at least {min_records} "
+            f"records to fit and {held_out_needed(min_records)} held out ({split}), with at least two different labels. "
+            f"Found: {found}. Add labelled records, or lower --min-records (now {min_records})")

@@ -1,0 +1,105 @@
+"""One meaning for every ``--model`` / ``$CLEF_AGENTS_MODEL`` value: ``load_model(spec)``.
+
+``clef-agents decide``, ``calibrate``, ``serve`` and the ready graphs all load their decision model
+here, so a spec means the same thing everywhere:
+
+- ``fake``: ``clef_agents.testing.FakeDecisionModel`` in hashed mode, served as ``fake``: stable
+  answers derived from a hash of (state, question), the same whatever the question id, order or
+  batch; no torch. For wiring checks and conformance runs; its answers carry no meaning.
+- ``fake-keywords``: the keyword-scripted fake of the ready graphs
+  (``clef_agents.graph.ready.demo_fake_model``): meaningful answers to the demo questions
+  (``urgent``, ``department``, ``severity``, ``violates``, ``category``, the tool gate's risk),
+  hashed ones to any other question id. For offline demos of the ready graphs.
+- ``http://...`` / ``https://...``: ``RemoteDecisionModel``, a System One server at that root
+  (``api_key`` is sent as a bearer key). Nothing is contacted until the first question.
+- ``backbone:NAME``: ``ClefDecisionModel.from_backbone(NAME)``, an untrained head (it warns).
+- anything else: ``ClefDecisionModel.from_pretrained(spec)``, the shipped name ``mini`` or a
+  checkpoint folder (torch is imported only then).
+
+This module imports nothing heavy itself.
+
+Example:
+    >>> load_model("fake").model
+    'fake'
+    >>> spec_kind("https://decide.example.com"), spec_kind("mini"), spec_kind("runs/mini/final")
+    ('remote', 'checkpoint', 'checkpoint')
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from langchain_core.decisions import BaseDecisionModel
+
+FAKE = "fake"
+FAKE_KEYWORDS = "fake-keywords"
+BACKBONE_PREFIX = "backbone:"
+REMOTE_PREFIXES = ("http://", "https://")
+DEFAULT_SPEC = "mini"
+
+SpecKind = Literal["fake", "fake-keywords", "remote", "backbone", "checkpoint"]
+
+MODEL_HELP = (
+    "decision model: 'mini' (the shipped default) or a checkpoint folder; an http(s):// URL of a System One "
+    "server; 'fake' (hashed answers, no model); 'fake-keywords' (the ready graphs' keyword-scripted fake); "
+    "'backbone:NAME' (an untrained head)"
+)
+"""The ``--model`` help text every command shares."""
+
+
+def spec_kind(spec: str) -> SpecKind:
+    """What kind of model ``spec`` names (see the module docstring).
+
+    Example:
+        >>> spec_kind("backbone:minilm")
+        'backbone'
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"a model spec must be a non-empty string, got {spec!r}; {MODEL_HELP}")
+    if spec == FAKE:
+        return "fake"
+    if spec == FAKE_KEYWORDS:
+        return "fake-keywords"
+    if spec.startswith(REMOTE_PREFIXES):
+        return "remote"
+    if spec.startswith(BACKBONE_PREFIX):
+        if not spec[len(BACKBONE_PREFIX) :].strip():
+            raise ValueError(f"{spec!r} names no backbone: use 'backbone:NAME', e.g. 'backbone:minilm'")
+        return "backbone"
+    return "checkpoint"
+
+
+def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseDecisionModel:
+    """The decision model ``spec`` names (see the module docstring); ``api_key`` is for remote servers.
+
+    A missing checkpoint folder raises ``FileNotFoundError`` naming it.
+
+    Example:
+        >>> load_model("fake").invoke({"state": "x", "questions": {"q": {"type": "noul", "instructions": "?"}}}).model
+        'fake'
+    """
+    kind = spec_kind(spec)
+    if kind == "fake":
+        from clef_agents.testing import FakeDecisionModel  # noqa: PLC0415
+
+        return FakeDecisionModel(model=FAKE)
+    if kind == "fake-keywords":
+        from clef_agents.graph.ready import demo_fake_model  # noqa: PLC0415
+
+        return demo_fake_model()
+    if kind == "remote":
+        from clef_agents.serve.remote import RemoteDecisionModel  # noqa: PLC0415
+
+        return RemoteDecisionModel(base_url=spec, api_key=api_key)
+    from clef_agents.model import ClefDecisionModel  # noqa: PLC0415  (torch lives behind this import)
+
+    if kind == "backbone":
+        return ClefDecisionModel.from_backbone(spec[len(BACKBONE_PREFIX) :])
+    from clef_agents.model.decision_model import RESERVED_NAMES  # noqa: PLC0415
+
+    if spec not in RESERVED_NAMES and not (Path(spec) / "config.json").is_file():
+        reason = "does not exist" if not Path(spec).exists() else "has no config.json"
+        raise FileNotFoundError(f"model {spec!r}: no checkpoint there (the folder {reason}); {MODEL_HELP}")
+    return ClefDecisionModel.from_pretrained(spec)
