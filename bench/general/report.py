@@ -22,7 +22,7 @@ TARGETS = [
     ("yes/no AUROC, mean over tasks and wordings", "noul", "auroc_mean", ">=", 0.90),
     ("yes/no AUROC, worst wording of any task", "noul", "auroc_worst_wording", ">=", 0.80),
     ("yes/no ECE of p(yes), mean", "noul", "ece_mean", "<=", 0.05),
-    ("negation: share of items with |P(yes|Q)+P(yes|not Q)-1| <= 0.15", "noul", "negation_share_within", ">=", 0.90),
+    ("negation: share of items whose p(yes) for Q and for not-Q sum to 1 ± 0.15", "noul", "negation_share_within", ">=", 0.90),
     ("yes/no vs the same question as a yes/no choice: same answer", "noul", "yes_no_vs_choice_agreement", ">=", 0.95),
     ("score: Spearman with the gold level, mean", "score", "spearman_mean", ">=", 0.60),
 ]

@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     results["meta"] = {
-        "command": "python bench/general/run.py " + " ".join(sys.argv[1:]),
+        "command": " ".join([".venv/bin/python bench/general/run.py", *sys.argv[1:]]),
         "tasks_file": "bench/general/tasks.yaml",
         "tasks_sha256": tasks_sha256(),
         "n_per_task": "all" if n is None else n,

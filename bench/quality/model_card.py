@@ -258,7 +258,7 @@ def untaught_lines() -> list[str]:
         ("yes/no AUROC, worst wording", "noul", "auroc_worst_wording", num),
         ("yes/no wordings that invert (AUROC < 0.5)", "noul", "wordings_inverted", str),
         ("yes/no ECE of p(yes)", "noul", "ece_mean", num),
-        ("negation: items with P(yes|Q) + P(yes|not Q) within 0.15 of 1", "noul", "negation_share_within", pct),
+        ("negation: items whose p(yes) for Q and for not-Q sum to 1 ± 0.15", "noul", "negation_share_within", pct),
         ("yes/no and the same question as a yes/no choice agree", "noul", "yes_no_vs_choice_agreement", pct),
         ("choice accuracy, bare option names", "choice", "accuracy_bare", pct),
         ("choice accuracy, with option descriptions", "choice", "accuracy_described", pct),
@@ -283,15 +283,20 @@ def untaught_lines() -> list[str]:
     lines += [
         "",
         "label_cosine never reads the question (it compares the state with the label names), so it cannot invert or",
-        "contradict itself; its coherence is 100 % by construction. Per task, `mini` (mean over wordings, worst wording):",
+        "contradict itself; its coherence is 100 % by construction. Per task (mean over the five wordings; worst wording in brackets):",
         "",
+        "| task | type | metric | " + " | ".join(keys) + " |",
+        "|---|---|---|" + "---:|" * len(keys),
     ]
-    per_task = []
-    for task in methods.get("mini", methods[keys[0]])["tasks"]:
-        seen = " (trained on this set)" if task.get("seen") else ""
-        ow = task["over_wordings"]
-        per_task.append(f"{task['task']}{seen} {task['headline']} {num(ow['mean'])} (worst {num(ow['min'])})")
-    lines.append("; ".join(per_task) + ".")
+    for i, task in enumerate(methods[keys[0]]["tasks"]):
+        cells = []
+        for key in keys:
+            entry = methods[key]["tasks"][i]
+            ow = entry["over_wordings"]
+            cells.append(f"{num(ow['mean'])} ({num(ow['min'])})" + (" seen" if entry.get("seen") else ""))
+        lines.append(f"| {task['task']} | {task['type']} | {task['headline']} | " + " | ".join(cells) + " |")
+    lines += ["", "\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
+              " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`)."]
     return lines
 
 
