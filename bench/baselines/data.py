@@ -2,7 +2,7 @@
 
 ``load_split`` prefers ``clef_agents.train.datasets.load_records`` (the records training and
 evaluation use); if that module is not there it builds equivalent records from
-``/work/shared/data/<name>/<split>.jsonl`` with the instructions below.
+``../shared/data/<name>/<split>.jsonl`` (or ``$CLEF_DATA``) with the instructions below.
 
 Example:
     >>> items = sample_items("sms_spam", n=3, seed=0)  # doctest: +SKIP
@@ -20,7 +20,11 @@ from typing import Any
 
 from clef_agents import wire
 
-DATA_ROOT = Path(os.environ.get("CLEF_DATA", "/work/shared/data"))
+
+
+def fallback_data_root() -> Path:
+    """``$CLEF_DATA`` if set, else ``../shared/data`` beside the repository (the fallback loader's data)."""
+    return Path(os.environ.get("CLEF_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 BENCH_DATASETS = ("banking77", "clinc150", "sms_spam", "sst5", "bfcl_relevance")
 SST5_LEVELS = ["very negative", "negative", "neutral", "positive", "very positive"]
 
@@ -84,9 +88,10 @@ def to_item(record: dict[str, Any], dataset: str) -> BenchItem:
 
 def fallback_records(name: str, split: str) -> list[dict[str, Any]]:
     """Records built straight from the staged JSONL (used only when the train loader is absent)."""
-    path = DATA_ROOT / name / f"{split}.jsonl"
+    root = fallback_data_root()
+    path = root / name / f"{split}.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    labels = (DATA_ROOT / name / "labels.txt").read_text().split()
+    labels = (root / name / "labels.txt").read_text().split()
     question = _fallback_question(name, labels)
     return [
         {
