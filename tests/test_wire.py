@@ -27,7 +27,7 @@ def messages_of(questions) -> str:
         ({"dept": {"type": "choice", "instructions": "x", "criteria": {f"o{i}": None for i in range(256)}}},
          "questions.dept: a choice needs 2 to 255 options, got 256"),
         ({"dept": {"type": "choice", "instructions": "x", "criteria": {" ": None, "b": None}}},
-         "questions.dept.criteria: option names must be non-empty strings, got ''"),
+         "questions.dept.criteria: option names need a character that is not white space, got ' '"),
         ({"dept": {"type": "choice", "instructions": "x", "criteria": ["a", "b"]}},
          "questions.dept.criteria: choice criteria must be an object of option name → description, got list"),
         ({"sev": {"type": "score", "instructions": "x", "criteria": ["a"]}}, "questions.sev: a score needs 2 to 10 levels, got 1"),
