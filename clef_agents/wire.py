@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,6 +202,48 @@ def _surrogate_error(loc: list[Any], text: str, at: int, what: str = "string") -
         "allowed: valid Unicode (surrogates only as a pair, i.e. one character)",
         "string_unicode",
     )
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+class RequestCancelled(RuntimeError):
+    """The work was abandoned: every request it was for has timed out or gone away."""
+
+
+_CANCELLED: ContextVar[Callable[[], bool] | None] = ContextVar("clef_agents_cancelled", default=None)
+
+
+@contextmanager
+def cancellable(is_cancelled: Callable[[], bool]) -> Iterator[None]:
+    """Run a block whose model work stops at the next ``raise_if_cancelled`` once ``is_cancelled()``.
+
+    A server wraps each model call in it, so a request that timed out stops using the worker.
+
+    Example:
+        >>> with cancellable(lambda: True):
+        ...     raise_if_cancelled()
+        Traceback (most recent call last):
+        ...
+        clef_agents.wire.RequestCancelled: the request was abandoned (timed out or disconnected)
+    """
+    token = _CANCELLED.set(is_cancelled)
+    try:
+        yield
+    finally:
+        _CANCELLED.reset(token)
+
+
+def raise_if_cancelled() -> None:
+    """A checkpoint for long model work: raise ``RequestCancelled`` if the surrounding
+    ``cancellable`` block was cancelled (a no-op outside one).
+
+    Example:
+        >>> raise_if_cancelled()
+    """
+    check = _CANCELLED.get()
+    if check is not None and check():
+        raise RequestCancelled("the request was abandoned (timed out or disconnected)")
 
 
 # --------------------------------------------------------------------------- questions

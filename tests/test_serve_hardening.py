@@ -409,6 +409,33 @@ def test_a_request_that_timed_out_while_queued_never_reaches_the_model() -> None
     assert model.seen == ["first"]
 
 
+def test_a_timed_out_request_stops_using_the_worker() -> None:
+    calls: list[tuple[str, int]] = []
+
+    def slow_per_question(state: Any, questions: Any) -> dict[str, Any]:
+        answered = 0
+        for _ in questions:  # 50 ms of "model work" per question, with a checkpoint between
+            wire.raise_if_cancelled()
+            time.sleep(0.05)
+            answered += 1
+        calls.append((state, answered))
+        return {}
+
+    model = FakeDecisionModel(answer_fn=slow_per_question)
+    heavy = {"state": "heavy", "questions": {f"q{i}": NOUL for i in range(60)}}  # 3 s of work
+    with serve_in_thread(create_app(model, settings=ServerSettings(max_batch_size=1, request_timeout_s=0.3))) as url:
+        with httpx.Client(base_url=url, timeout=10) as client:
+            timed_out = client.post("/v1/systemone", json=heavy)
+            started = time.perf_counter()
+            light = client.post("/v1/systemone", json=good("light"))
+            waited = time.perf_counter() - started
+            stats = client.get("/v1/stats").json()
+    assert timed_out.status_code == 504 and light.status_code == 200
+    assert waited < 1.0, f"the light request waited {waited:.2f} s behind the abandoned one"
+    assert calls == [("light", 1)]  # the heavy call never finished its 60 questions
+    assert stats["cancelled_batches"] == 1
+
+
 # --------------------------------------------------------------------------- 6. exposure
 
 
