@@ -51,6 +51,10 @@ ModelLoader = Callable[[], BaseDecisionModel]
 StatsFunction = Callable[[], dict[str, Any]]
 
 DEFAULT_ALIASES = ("jev-latest",)
+SERVER_LIMITS = wire.RequestLimits(max_state_chars=256 * 1024)
+"""A server's default request limits: those of ``clef_agents.wire``, but a state of at most 262,144
+characters, so that a state over the limit still fits the 512 KiB body limit and gets a 422 that
+names it (rather than a 413 for the whole body)."""
 
 
 @dataclass
@@ -83,7 +87,7 @@ class ServerSettings:
     max_body_bytes: int = 512 * 1024
     api_key: str | None = None
     max_queue: int = 1024
-    limits: wire.RequestLimits = wire.DEFAULT_LIMITS
+    limits: wire.RequestLimits = SERVER_LIMITS
     body_timeout_s: float = 10.0
 
 

@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--max-questions", type=int, default=None, help="most questions per request; beyond it 422 (default 64)")
     parser.add_argument("--max-options", type=int, default=None, help="most options over all questions of a request (a noul counts 2; default 1024)")
-    parser.add_argument("--max-state-chars", type=int, default=None, help="most characters of state text per request (default 1000000)")
+    parser.add_argument("--max-state-chars", type=int, default=None, help="most characters of state text per request (default 262144)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: all cores)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
@@ -57,9 +57,9 @@ def register(subparsers: Any) -> None:
 def settings_from_args(args: argparse.Namespace) -> Any:
     """``ServerSettings`` from parsed ``serve`` arguments."""
     from clef_agents import wire
-    from clef_agents.serve.app import DEFAULT_ALIASES, ServerSettings
+    from clef_agents.serve.app import DEFAULT_ALIASES, SERVER_LIMITS, ServerSettings
 
-    defaults = wire.DEFAULT_LIMITS
+    defaults = SERVER_LIMITS
     limits = wire.RequestLimits(
         max_questions=args.max_questions or defaults.max_questions,
         max_total_options=args.max_options or defaults.max_total_options,

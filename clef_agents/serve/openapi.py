@@ -63,7 +63,7 @@ def _schemas(limits: wire.RequestLimits) -> dict[str, Any]:
         "type": "object",
         "required": ["state", "questions"],
         "properties": {
-            "model": {"type": "string", "description": "Model name; the served name or an alias such as 'jev-latest'."},
+            "model": {"type": ["string", "null"], "description": "Model name; the served name or an alias such as 'jev-latest' (null: the served model)."},
             "state": {
                 "description": (
                     f"Text, a JSON object or a JSON array to decide about: at most {limits.max_state_chars} characters of text "
