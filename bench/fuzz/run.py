@@ -38,10 +38,9 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(HERE), str(ROOT)]
+sys.path.insert(0, str(ROOT))
 
-from malformed import Probe, probes  # noqa: E402
-
+from bench.fuzz.malformed import Probe, probes  # noqa: E402
 from clef_agents.serve.local import free_port  # noqa: E402
 
 SCHEMATHESIS = HERE / ".venv" / "bin" / "st"
