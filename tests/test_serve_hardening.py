@@ -436,6 +436,31 @@ def test_a_timed_out_request_stops_using_the_worker() -> None:
     assert stats["cancelled_batches"] == 1
 
 
+@pytest.mark.integration
+def test_mini_stops_a_timed_out_request_at_its_next_encoder_pass() -> None:
+    pytest.importorskip("torch")
+    from clef_agents.model import ClefDecisionModel
+
+    mini = ClefDecisionModel.from_pretrained("mini")
+
+    def unseen(tag: str) -> dict[str, Any]:  # 64 questions never asked before: 64 encoder passes
+        return {f"q{i}": {"type": "noul", "instructions": f"Is this message about subject {tag}-{i}?"} for i in range(64)}
+
+    started = time.perf_counter()
+    mini.invoke({"state": "my card was declined at the shop", "questions": unseen("direct")})
+    full = time.perf_counter() - started
+    timeout = full / 3  # the heavy request times out a third of the way; a light one fits easily
+    with serve_in_thread(create_app(mini, settings=ServerSettings(max_batch_size=1, request_timeout_s=timeout))) as url:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            timed_out = client.post("/v1/systemone", json={"state": "my card was declined", "questions": unseen("served")})
+            light = client.post("/v1/systemone", json={"state": "site down", "questions": {"q": NOUL}})
+            stats = client.get("/v1/stats").json()
+    assert timed_out.status_code == 504
+    assert light.status_code == 200, "the light request waited behind the abandoned one"
+    assert stats["cancelled_batches"] == 1
+    assert stats["model_seconds"] < 0.8 * full, (stats["model_seconds"], full)
+
+
 # --------------------------------------------------------------------------- 6. exposure
 
 
