@@ -309,6 +309,41 @@ def test_after_any_error_the_connection_is_healthy_or_closed_with_connection_clo
         conn.close()
 
 
+def _slow_for_sleepy(state: Any, questions: Any) -> dict[str, Any]:
+    if state == "sleepy":
+        time.sleep(0.5)
+    return {}
+
+
+@pytest.mark.parametrize("kind", ["401 no key", "401 wrong key", "504 timeout", "503 not ready"])
+def test_after_auth_timeout_and_readiness_errors_the_connection_serves_the_next_request(kind: str) -> None:
+    key = {"Authorization": "Bearer k"}
+    settings = ServerSettings(api_key="k", request_timeout_s=0.2)
+    if kind == "503 not ready":
+        release = threading.Event()
+        app = create_app(loader=lambda: release.wait(10) and FakeDecisionModel(), settings=settings)
+    else:
+        release = None
+        app = create_app(FakeDecisionModel(answer_fn=_slow_for_sleepy), settings=settings)
+    headers = {"401 no key": {}, "401 wrong key": {"Authorization": "Bearer nope"}}.get(kind, key)
+    body = json.dumps(good("sleepy")).encode() if kind == "504 timeout" else GOOD
+    with serve_in_thread(app) as url:
+        conn = RawConnection(url)
+        try:
+            conn.send("POST", "/v1/systemone", body, {**JSON, **headers})
+            status, response_headers, payload = conn.read()
+            assert status == int(kind.split()[0]) and json.loads(payload)["detail"]
+            assert response_headers.get("connection", "keep-alive").lower() != "close"
+            if release is not None:
+                release.set()
+            time.sleep(0.5)  # the model is loaded / the sleepy call has finished
+            conn.send("POST", "/v1/systemone", GOOD, {**JSON, **key})
+            status, _, payload = conn.read()
+            assert status == 200, f"after {kind} the kept-alive connection failed: {status} {payload!r}"
+        finally:
+            conn.close()
+
+
 def test_an_unhandled_error_answers_500_with_connection_close_and_the_server_lives_on(fragile_server: str) -> None:
     with httpx.Client(base_url=fragile_server) as client:
         for _ in range(5):
