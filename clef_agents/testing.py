@@ -71,10 +71,10 @@ class FakeDecisionModel(BaseDecisionModel):
         scripted = dict(self.answers)
         if self.answer_fn is not None:
             scripted.update(self.answer_fn(state, typed))
-        answers = {
-            qid: wire.to_answer(q, self._probabilities(q, scripted[qid]) if qid in scripted else _hashed(state, q))
-            for qid, q in typed.items()
-        }
+        answers: dict[str, Any] = {}
+        for qid, q in typed.items():
+            wire.raise_if_cancelled()
+            answers[qid] = wire.to_answer(q, self._probabilities(q, scripted[qid]) if qid in scripted else _hashed(state, q))
         text = wire.state_text(state)
         return ClassifierResponse(
             model=self.model, answers=answers, usage={"input_tokens": len(text.split()), "output_tokens": 0}

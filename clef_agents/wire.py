@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +44,23 @@ MAX_SCORE_LEVELS = 10
 QUESTION_TYPES = ("noul", "choice", "score")
 NOUL_OPTIONS = ("yes", "no")
 """Canonical option names of a noul: its probability vector is ``[p(yes), p(no)]``."""
+
+BLANK_CHARACTERS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+"""White space as Python's ``str.isspace`` and JSON Schema's ``\\s`` both see it (a regex class body)."""
+OPTION_NAME_PATTERN = f"[^{BLANK_CHARACTERS}]"
+"""An option name must contain a match: a character that is not white space (same in the OpenAPI schema)."""
+_OPTION_NAME = re.compile(OPTION_NAME_PATTERN)
+
+MAX_QUESTIONS = 64
+"""Most questions in one request (each unseen question costs the model one encoder pass)."""
+MAX_TOTAL_OPTIONS = 1024
+"""Most options over all questions of one request (a noul counts 2, a score its levels)."""
+MAX_STATE_CHARS = 1_000_000
+"""Most characters of text in one state (strings and object keys, at any depth)."""
+MAX_QUESTION_CHARS = 100_000
+"""Most characters of text over all questions of one request (ids, instructions, options, descriptions)."""
+MAX_DEPTH = 64
+"""Deepest nesting of objects and arrays in a state or a question's JSON content."""
 
 TextQuestion = Noul | Choice | Score
 
@@ -83,18 +103,158 @@ def _dotted(loc: Sequence[Any]) -> str:
     return ".".join(str(part) for part in loc)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with lone UTF-16 surrogates written as ``\\udXXX`` escapes, so it can be UTF-8 encoded.
+
+    Error messages and ``loc`` entries echo user input; this keeps them renderable as JSON.
+
+    Example:
+        >>> print(printable("a" + chr(0xD800)))
+        a\\ud800
+    """
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _error(loc: Sequence[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
-    return {"loc": list(loc), "msg": msg, "type": kind}
+    return {"loc": [printable(part) if isinstance(part, str) else part for part in loc], "msg": printable(msg), "type": kind}
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """Bounds on the work one request may ask for; a request beyond any of them is refused.
+
+    The defaults are the module constants (``MAX_QUESTIONS`` …); every entry point (local model,
+    fake model, remote client, server) applies them, and a server can be given its own.
+
+    Example:
+        >>> RequestLimits(max_questions=8).max_questions
+        8
+    """
+
+    max_questions: int = MAX_QUESTIONS
+    max_total_options: int = MAX_TOTAL_OPTIONS
+    max_state_chars: int = MAX_STATE_CHARS
+    max_question_chars: int = MAX_QUESTION_CHARS
+    max_depth: int = MAX_DEPTH
+
+    def __post_init__(self) -> None:
+        for name in ("max_questions", "max_total_options", "max_state_chars", "max_question_chars", "max_depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+DEFAULT_LIMITS = RequestLimits()
+
+
+@dataclass
+class _Scan:
+    """What one walk over a JSON-like value found: rule breaks (with their loc) and text size."""
+
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    chars: int = 0
+
+
+_MAX_SCAN_ERRORS = 8
+
+
+def _scan(value: Any, loc: list[Any], max_depth: int, finite: bool, scan: _Scan) -> _Scan:
+    """Walk ``value`` without recursion: lone surrogates, (optionally) NaN/Infinity, nesting depth.
+
+    Only mappings, sequences and message contents are entered; other objects are left alone.
+    """
+    stack: list[tuple[Any, list[Any], int]] = [(value, loc, 0)]
+    while stack and len(scan.errors) < _MAX_SCAN_ERRORS:
+        item, where, depth = stack.pop()
+        if isinstance(item, str):
+            scan.chars += len(item)
+            if not item.isascii() and (found := _SURROGATE.search(item)):
+                scan.errors.append(_surrogate_error(where, item, found.start()))
+        elif isinstance(item, float):
+            if finite and not math.isfinite(item):
+                shown = "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
+                scan.errors.append(_error(where, f"{shown} is not a JSON number; allowed: finite numbers", "finite_number"))
+        elif isinstance(item, BaseMessage):
+            stack.append((item.content, [*where, "content"], depth))
+        elif isinstance(item, (Mapping, list, tuple)):
+            if depth >= max_depth:
+                scan.errors.append(_error(where, f"nested deeper than {max_depth} levels of objects and arrays; allowed: at most {max_depth}", "too_deep"))
+                continue
+            if isinstance(item, Mapping):
+                for key, child in item.items():
+                    if isinstance(key, str):
+                        scan.chars += len(key)
+                        if not key.isascii() and (found := _SURROGATE.search(key)):
+                            scan.errors.append(_surrogate_error([*where, key], key, found.start(), "key"))
+                            continue
+                    stack.append((child, [*where, key], depth + 1))
+            else:
+                stack.extend((child, [*where, i], depth + 1) for i, child in enumerate(item))
+    return scan
+
+
+def _surrogate_error(loc: list[Any], text: str, at: int, what: str = "string") -> dict[str, Any]:
+    return _error(
+        loc,
+        f"the {what} holds a lone UTF-16 surrogate ({printable(text[at])!s} at character {at}), which is not text; "
+        "allowed: valid Unicode (surrogates only as a pair, i.e. one character)",
+        "string_unicode",
+    )
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+class RequestCancelled(RuntimeError):
+    """The work was abandoned: every request it was for has timed out or gone away."""
+
+
+_CANCELLED: ContextVar[Callable[[], bool] | None] = ContextVar("clef_agents_cancelled", default=None)
+
+
+@contextmanager
+def cancellable(is_cancelled: Callable[[], bool]) -> Iterator[None]:
+    """Run a block whose model work stops at the next ``raise_if_cancelled`` once ``is_cancelled()``.
+
+    A server wraps each model call in it, so a request that timed out stops using the worker.
+
+    Example:
+        >>> with cancellable(lambda: True):
+        ...     raise_if_cancelled()
+        Traceback (most recent call last):
+        ...
+        clef_agents.wire.RequestCancelled: the request was abandoned (timed out or disconnected)
+    """
+    token = _CANCELLED.set(is_cancelled)
+    try:
+        yield
+    finally:
+        _CANCELLED.reset(token)
+
+
+def raise_if_cancelled() -> None:
+    """A checkpoint for long model work: raise ``RequestCancelled`` if the surrounding
+    ``cancellable`` block was cancelled (a no-op outside one).
+
+    Example:
+        >>> raise_if_cancelled()
+    """
+    check = _CANCELLED.get()
+    if check is not None and check():
+        raise RequestCancelled("the request was abandoned (timed out or disconnected)")
 
 
 # --------------------------------------------------------------------------- questions
 
 
-def validate_questions(questions: Any) -> dict[str, TextQuestion]:
-    """Check a question mapping against every System One limit and return typed questions.
+def validate_questions(questions: Any, limits: RequestLimits = DEFAULT_LIMITS) -> dict[str, TextQuestion]:
+    """Check a question mapping against every System One rule and ``limits``; return typed questions.
 
     Accepts typed questions (``Noul``/``Choice``/``Score``) or their wire dicts. Raises
-    ``InvalidRequestError`` naming each question id and the rule it broke.
+    ``InvalidRequestError`` naming each question id and the rule it broke. Text with a lone UTF-16
+    surrogate, NaN/Infinity and content nested deeper than ``limits.max_depth`` are refused.
 
     Example:
         >>> validate_questions({"spam": {"type": "noul", "instructions": "Is it spam?"}})["spam"].type
@@ -106,22 +266,60 @@ def validate_questions(questions: Any) -> dict[str, TextQuestion]:
         )
     if not questions:
         raise InvalidRequestError([_error(["questions"], "at least one question is required, got none", "too_short")])
+    if len(questions) > limits.max_questions:
+        raise InvalidRequestError(
+            [_error(["questions"], f"at most {limits.max_questions} questions per request, got {len(questions)}", "too_long")]
+        )
     typed: dict[str, TextQuestion] = {}
     errors: list[dict[str, Any]] = []
+    scan = _Scan()
     for qid, question in questions.items():
         try:
-            typed[qid] = _validate_question(qid, question)
+            typed[qid] = _validate_question(qid, question, limits, scan)
         except InvalidRequestError as exc:
             errors.extend(exc.errors)
     if errors:
         raise InvalidRequestError(errors)
+    _check_request_size(typed, scan.chars, limits)
     return typed
 
 
-def _validate_question(qid: Any, question: Any) -> TextQuestion:
+def _check_request_size(typed: Mapping[str, TextQuestion], chars: int, limits: RequestLimits) -> None:
+    options = question_size(typed)
+    if options > limits.max_total_options:
+        raise InvalidRequestError(
+            [_error(["questions"], f"at most {limits.max_total_options} options over all questions (a noul counts 2, a score its levels), got {options}", "too_long")]
+        )
+    if chars > limits.max_question_chars:
+        raise InvalidRequestError(
+            [_error(["questions"], f"at most {limits.max_question_chars} characters of question text (ids, instructions, options, descriptions), got {chars}", "too_long")]
+        )
+
+
+def question_size(questions: Mapping[str, TextQuestion]) -> int:
+    """How many options a (validated) question mapping asks the model to weigh.
+
+    Example:
+        >>> question_size({"a": Noul(instructions="?"), "b": Score(instructions="?", criteria=["x", "y", "z"])})
+        5
+    """
+    return sum(len(option_names(q)) for q in questions.values())
+
+
+def _validate_question(qid: Any, question: Any, limits: RequestLimits, scan: _Scan) -> TextQuestion:
     loc = ["questions", qid]
     if not isinstance(qid, str) or not qid:
         raise InvalidRequestError([_error(loc, f"a question id must be a non-empty string, got {qid!r}")])
+    scan.chars += len(qid)
+    if not qid.isascii() and (found := _SURROGATE.search(qid)):
+        raise InvalidRequestError([_surrogate_error(loc, qid, found.start(), "question id")])
+    before = len(scan.errors)
+    for where, content in _question_contents(loc, question):
+        _scan(content, where, limits.max_depth, True, scan)
+    if len(scan.errors) > before:
+        found = scan.errors[before:]
+        del scan.errors[before:]
+        raise InvalidRequestError(found)
     if isinstance(question, Box) or (isinstance(question, Mapping) and question.get("type") == "box"):
         raise InvalidRequestError(
             [_error(loc, "box questions need an image model; clef_agents models read text only (allowed: noul, choice, score)", "unsupported_type")]
@@ -134,6 +332,21 @@ def _validate_question(qid: Any, question: Any) -> TextQuestion:
         )
     _check_limits(loc, question)
     return question
+
+
+def _question_contents(loc: list[Any], question: Any) -> list[tuple[list[Any], Any]]:
+    """The parts of a question (wire dict or typed) that hold user text or JSON, with their loc."""
+    if isinstance(question, Mapping):
+        return [(loc, question)]
+    parts: list[tuple[list[Any], Any]] = []
+    if isinstance(question, (Noul, Choice, Score)):
+        parts.append(([*loc, "instructions"], question.instructions))
+        criteria = question.criteria
+        if isinstance(question, Noul) and criteria is not None:
+            parts.append(([*loc, "criteria"], {"true": criteria.true, "false": criteria.false}))
+        elif criteria is not None:
+            parts.append(([*loc, "criteria"], criteria))
+    return parts
 
 
 def _question_from_dict(loc: list[Any], raw: Mapping[str, Any]) -> TextQuestion:
@@ -182,9 +395,9 @@ def _check_limits(loc: list[Any], question: TextQuestion) -> None:
             raise InvalidRequestError(
                 [_error(loc, f"a choice needs {MIN_CHOICE_OPTIONS} to {MAX_CHOICE_OPTIONS} options, got {n}")]
             )
-        empty = [name for name in question.criteria if not name.strip()]
+        empty = [name for name in question.criteria if not _OPTION_NAME.search(name)]
         if empty:
-            raise InvalidRequestError([_error([*loc, "criteria"], "option names must be non-empty strings, got ''")])
+            raise InvalidRequestError([_error([*loc, "criteria"], f"option names need a character that is not white space, got {empty[0]!r}")])
     elif isinstance(question, Score):
         n = len(question.criteria)
         if not MIN_SCORE_LEVELS <= n <= MAX_SCORE_LEVELS:
@@ -273,17 +486,32 @@ def _jsonable_state(value: Any, roles: Mapping[str, str] | None = None) -> Any:
     return value
 
 
-def check_state(state: Any) -> None:
-    """Raise ``InvalidRequestError`` unless the state is a string, object, array or message(s).
+def check_state(state: Any, limits: RequestLimits = DEFAULT_LIMITS, finite: bool = False) -> None:
+    """Raise ``InvalidRequestError`` unless the state is a string, object, array or message(s)
+    within ``limits``: no lone UTF-16 surrogate, at most ``max_depth`` levels of nesting and
+    ``max_state_chars`` characters. ``finite=True`` (wire bodies) also refuses NaN and Infinity;
+    in-process states may hold them (they are rendered as text).
 
     Example:
         >>> check_state({"ticket": "refund please"})
+        >>> check_state({"a": [[["too deep"]]]}, RequestLimits(max_depth=2))
+        Traceback (most recent call last):
+        ...
+        clef_agents.wire.InvalidRequestError: state.a.0: nested deeper than 2 levels of objects and arrays; allowed: at most 2
     """
-    if isinstance(state, (str, BaseMessage, Mapping)) or (isinstance(state, Sequence) and not isinstance(state, bytes)):
-        return
-    raise InvalidRequestError(
-        [_error(["state"], f"state must be a string, object, array or LangChain messages, got {type(state).__name__}", "union_type")]
-    )
+    if not (isinstance(state, (str, BaseMessage, Mapping)) or (isinstance(state, Sequence) and not isinstance(state, bytes))):
+        raise InvalidRequestError(
+            [_error(["state"], f"state must be a string, object, array or LangChain messages, got {type(state).__name__}", "union_type")]
+        )
+    if isinstance(state, Sequence) and not isinstance(state, (str, list, tuple)):
+        state = list(state)
+    scan = _scan(state, ["state"], limits.max_depth, finite, _Scan())
+    if scan.errors:
+        raise InvalidRequestError(scan.errors)
+    if scan.chars > limits.max_state_chars:
+        raise InvalidRequestError(
+            [_error(["state"], f"at most {limits.max_state_chars} characters of state text, got {scan.chars}", "too_long")]
+        )
 
 
 # --------------------------------------------------------------------------- answers
@@ -456,9 +684,11 @@ class WireRequest:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_request(body: Any) -> WireRequest:
-    """Validate a System One request body (already JSON-decoded). Unknown top-level fields are
-    ignored (kept in ``extras``).
+def parse_request(body: Any, limits: RequestLimits = DEFAULT_LIMITS) -> WireRequest:
+    """Validate a System One request body (already JSON-decoded) against the rules and ``limits``.
+
+    Unknown top-level fields are ignored (kept in ``extras``), but like the rest of the body they
+    may not hold NaN/Infinity, lone surrogates or nesting deeper than ``limits.max_depth``.
 
     Example:
         >>> parse_request({"state": "hi", "questions": {"q": {"type": "noul", "instructions": "Greeting?"}}}).model is None
@@ -471,23 +701,25 @@ def parse_request(body: Any) -> WireRequest:
         errors.append(_error(["state"], "field required", "missing"))
     else:
         try:
-            check_state(body["state"])
+            check_state(body["state"], limits, finite=True)
         except InvalidRequestError as exc:
             errors.extend(exc.errors)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         errors.append(_error(["model"], f"model must be a string, got {type(model).__name__}", "string_type"))
+    extras = {k: v for k, v in body.items() if k not in ("state", "questions")}
+    errors.extend(_scan(extras, [], limits.max_depth, True, _Scan()).errors)
     questions: dict[str, TextQuestion] = {}
     if "questions" not in body:
         errors.append(_error(["questions"], "field required", "missing"))
     else:
         try:
-            questions = validate_questions(body["questions"])
+            questions = validate_questions(body["questions"], limits)
         except InvalidRequestError as exc:
             errors.extend(exc.errors)
     if errors:
         raise InvalidRequestError(errors)
-    extras = {k: v for k, v in body.items() if k not in ("state", "questions", "model")}
+    extras.pop("model", None)
     return WireRequest(state=body["state"], questions=questions, model=model, extras=extras)
 
 

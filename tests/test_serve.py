@@ -177,14 +177,19 @@ def test_not_ready_until_the_loader_finishes() -> None:
     assert ready.status_code == 200 and answer.json()["model"] == "late"
 
 
-def test_a_loader_failure_is_reported_by_readyz() -> None:
+def test_a_loader_failure_is_reported_by_readyz_without_internal_paths(caplog: pytest.LogCaptureFixture) -> None:
     def loader() -> FakeDecisionModel:
-        raise FileNotFoundError("no checkpoint at /nowhere")
+        raise FileNotFoundError("no checkpoint at /srv/secret/models/clef")
 
-    with serve_in_thread(create_app(loader=loader)) as url:
+    with caplog.at_level(logging.ERROR, logger="clef_agents.serve"), serve_in_thread(create_app(loader=loader)) as url:
         time.sleep(0.1)
         r = httpx.get(f"{url}/readyz")
-    assert r.status_code == 503 and "no checkpoint" in r.json()["detail"]["message"]
+        answer = httpx.post(f"{url}/v1/systemone", json=body())
+    assert r.status_code == answer.status_code == 503
+    message = r.json()["detail"]["message"]
+    assert "FileNotFoundError" in message and "failed to load" in message
+    assert "/srv/secret" not in r.text and "/srv/secret" not in answer.text  # /readyz is unauthenticated
+    assert any("/srv/secret" in (rec.exc_text or "") or "/srv/secret" in str(rec.exc_info) for rec in caplog.records)  # the log has it
 
 
 def test_slow_answers_time_out_with_504() -> None:

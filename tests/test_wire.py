@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -27,7 +28,7 @@ def messages_of(questions) -> str:
         ({"dept": {"type": "choice", "instructions": "x", "criteria": {f"o{i}": None for i in range(256)}}},
          "questions.dept: a choice needs 2 to 255 options, got 256"),
         ({"dept": {"type": "choice", "instructions": "x", "criteria": {" ": None, "b": None}}},
-         "questions.dept.criteria: option names must be non-empty strings, got ''"),
+         "questions.dept.criteria: option names need a character that is not white space, got ' '"),
         ({"dept": {"type": "choice", "instructions": "x", "criteria": ["a", "b"]}},
          "questions.dept.criteria: choice criteria must be an object of option name → description, got list"),
         ({"sev": {"type": "score", "instructions": "x", "criteria": ["a"]}}, "questions.sev: a score needs 2 to 10 levels, got 1"),
@@ -149,3 +150,73 @@ def test_response_json_round_trip_keeps_extensions():
     back = wire.response_from_wire(body)
     assert back.scores["s"].probabilities == {0: 0.3, 1: 0.7}
     assert back.extensions == {"x_truncation": {"truncated": False}}
+
+
+# --------------------------------------------------------------------------- issue 26: hostile input and limits
+
+
+def test_a_surrogate_pair_is_one_character_and_is_accepted() -> None:
+    body = json.loads('{"state": "ok \\ud83d\\ude00", "questions": {"\\ud83d\\ude00": {"type": "noul", "instructions": "\\ud83d\\ude00?"}}}')
+    parsed = wire.parse_request(body)
+    assert parsed.state == "ok \U0001F600" and list(parsed.questions) == ["\U0001F600"]
+
+
+def test_a_lone_surrogate_is_refused_with_a_printable_message() -> None:
+    with pytest.raises(wire.InvalidRequestError) as caught:
+        wire.parse_request(json.loads('{"state": {"k\\udc00": 1}, "questions": {"q": {"type": "noul"}}}'))
+    assert caught.value.errors[0]["loc"] == ["state", "k\\udc00"]
+    str(caught.value).encode("utf-8")
+
+
+def test_limits_are_checked_before_the_questions_are_parsed() -> None:
+    questions = {str(i): {"type": "nonsense"} for i in range(10_000)}
+    with pytest.raises(wire.InvalidRequestError) as caught:
+        wire.validate_questions(questions)
+    assert [e["msg"] for e in caught.value.errors] == ["at most 64 questions per request, got 10000"]
+
+
+def test_custom_limits() -> None:
+    limits = wire.RequestLimits(max_questions=2, max_total_options=5, max_state_chars=10, max_question_chars=40, max_depth=2)
+    two_choices = {"a": Choice(instructions="?", criteria={"x": None, "y": None, "z": None}), "b": Noul(instructions="?")}
+    assert wire.question_size(wire.validate_questions(two_choices, limits)) == 5
+    with pytest.raises(wire.InvalidRequestError, match="at most 5 options over all questions"):
+        wire.validate_questions({**two_choices, "b": Score(instructions="?", criteria=["l", "m", "h"])}, limits)
+    with pytest.raises(wire.InvalidRequestError, match="at most 40 characters of question text"):
+        wire.validate_questions({"a": Noul(instructions="x" * 41)}, limits)
+    with pytest.raises(wire.InvalidRequestError, match="at most 10 characters of state text, got 11"):
+        wire.check_state({"abcde": "fghijk"}, limits)
+    with pytest.raises(wire.InvalidRequestError, match="nested deeper than 2 levels"):
+        wire.check_state([[["x"]]], limits)
+    wire.check_state([["x"]], limits)
+
+
+@pytest.mark.parametrize("name", ["max_questions", "max_total_options", "max_state_chars", "max_question_chars", "max_depth"])
+def test_a_limit_below_one_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match=f"{name} must be at least 1, got 0"):
+        wire.RequestLimits(**{name: 0})
+
+
+def test_nan_is_refused_on_the_wire_but_allowed_in_an_in_process_state() -> None:
+    wire.check_state({"score": float("nan")})
+    with pytest.raises(wire.InvalidRequestError, match="state.score: NaN is not a JSON number"):
+        wire.check_state({"score": float("nan")}, finite=True)
+    with pytest.raises(wire.InvalidRequestError, match="questions.q.criteria.1: Infinity is not a JSON number"):
+        wire.validate_questions({"q": Score(instructions="?", criteria=["a", float("inf")])})
+
+
+def test_a_cyclic_state_is_refused_not_looped_over() -> None:
+    state: list = []
+    state.append(state)
+    with pytest.raises(wire.InvalidRequestError, match="nested deeper than 64 levels"):
+        wire.check_state(state)
+
+
+def test_cancellation_checkpoints() -> None:
+    wire.raise_if_cancelled()  # outside a cancellable block: a no-op
+    flag = {"cancelled": False}
+    with wire.cancellable(lambda: flag["cancelled"]):
+        wire.raise_if_cancelled()
+        flag["cancelled"] = True
+        with pytest.raises(wire.RequestCancelled):
+            wire.raise_if_cancelled()
+    wire.raise_if_cancelled()

@@ -384,6 +384,7 @@ class DecisionEngine:
             if cached is not None:
                 self._schema_cache.move_to_end(key)
                 return cached
+        wire.raise_if_cancelled()  # a server abandoned this request: stop before the next encoder pass
         texts = option_texts(question)
         vectors = self.encode_texts([*texts, wire.content_text(question.instructions) or "yes or no"])
         types, levels = option_types(question)
@@ -649,6 +650,7 @@ class DecisionEngine:
         order = sorted(range(len(requests)), key=lambda i: len(requests[i][0]))
         results: list[Any] = [None] * len(requests)
         for start in range(0, len(order), FORWARD_CHUNK):
+            wire.raise_if_cancelled()
             chunk = order[start : start + FORWARD_CHUNK]
             batch = self.encode([requests[i] for i in chunk])
             questions = [requests[i][1] for i in chunk]

@@ -34,7 +34,7 @@ from typing import Any
 from langchain_core.decisions import BaseDecisionModel, ClassifierRequest, ClassifierResponse
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,6 +51,10 @@ ModelLoader = Callable[[], BaseDecisionModel]
 StatsFunction = Callable[[], dict[str, Any]]
 
 DEFAULT_ALIASES = ("jev-latest",)
+SERVER_LIMITS = wire.RequestLimits(max_state_chars=256 * 1024)
+"""A server's default request limits: those of ``clef_agents.wire``, but a state of at most 262,144
+characters, so that a state over the limit still fits the 512 KiB body limit and gets a 422 that
+names it (rather than a 413 for the whole body)."""
 
 
 @dataclass
@@ -64,6 +68,10 @@ class ServerSettings:
     - ``max_body_bytes``: larger bodies get 413 (512 KiB by default: a 1 MB state is refused).
     - ``api_key``: when set, ``/v1/*`` needs ``Authorization: Bearer <key>`` (401 otherwise).
     - ``max_queue``: requests allowed to wait for the model; beyond it 503 with ``Retry-After``.
+    - ``limits``: work one request may ask for (``wire.RequestLimits``: questions, options in all,
+      state characters, nesting depth); beyond them 422 naming the field.
+    - ``body_timeout_s``: a body not fully received in time (e.g. shorter than its
+      ``Content-Length``) gets 408 and the connection is closed.
 
     Example:
         >>> ServerSettings(max_batch_size=1).max_batch_size
@@ -79,6 +87,8 @@ class ServerSettings:
     max_body_bytes: int = 512 * 1024
     api_key: str | None = None
     max_queue: int = 1024
+    limits: wire.RequestLimits = SERVER_LIMITS
+    body_timeout_s: float = 10.0
 
 
 class _ServerState:
@@ -143,26 +153,55 @@ def validation_response(error: wire.InvalidRequestError) -> JSONResponse:
         >>> validation_response(wire.InvalidRequestError([{"loc": ["state"], "msg": "field required", "type": "missing"}])).body
         b'{"detail":[{"loc":["body","state"],"msg":"field required","type":"missing"}]}'
     """
-    detail = [{**e, "loc": e["loc"] if e["loc"][:1] == ["body"] else ["body", *e["loc"]]} for e in error.errors]
+    detail = [_printable_error({**e, "loc": e["loc"] if e["loc"][:1] == ["body"] else ["body", *e["loc"]]}) for e in error.errors]
     return JSONResponse({"detail": detail}, status_code=422)
+
+
+def _printable_error(error: dict[str, Any]) -> dict[str, Any]:
+    loc = [wire.printable(part) if isinstance(part, str) else part for part in error.get("loc", [])]
+    return {**error, "loc": loc, "msg": wire.printable(str(error.get("msg", "")))}
+
+
+CLOSE = {"Connection": "close"}
+"""Sent with errors after which the rest of the request cannot be trusted (body cut short, too big)."""
+
+JSON_MEDIA_TYPES = ("application/json",)
 
 
 class _BodyTooLarge(Exception):
     pass
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The whole body, or ``_BodyTooLarge``; ``TimeoutError`` if it does not arrive within ``timeout_s``."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise _BodyTooLarge(int(declared))
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _BodyTooLarge(size)
-        chunks.append(chunk)
-    return b"".join(chunks)
+
+    async def collect() -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _BodyTooLarge(size)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    return await asyncio.wait_for(collect(), timeout_s)
+
+
+def _media_type_failure(request: Request) -> JSONResponse | None:
+    """415 unless the body is declared JSON (``application/json`` or ``application/*+json``); no header is accepted."""
+    header = request.headers.get("content-type")
+    if header is None:
+        return None
+    media = header.split(";", 1)[0].strip().lower()
+    if media in JSON_MEDIA_TYPES or (media.startswith("application/") and media.endswith("+json")):
+        return None
+    return error_response(
+        415, "unsupported_media_type_error", f"header content-type: got {wire.printable(media)!r}; allowed: application/json"
+    )
 
 
 def _decode_json(raw: bytes) -> Any:
@@ -199,7 +238,11 @@ def _auth_failure(request: Request) -> JSONResponse | None:
 
 
 def _not_ready(server: _ServerState) -> JSONResponse:
-    message = f"the model failed to load: {server.load_error}" if server.load_error else "the model is still loading"
+    if server.load_error:
+        # the exception text may hold paths and other internals: only the log gets it
+        message = f"the model failed to load ({server.load_error}); see the server log"
+    else:
+        message = "the model is still loading"
     return error_response(503, "not_ready_error", message, {"Retry-After": "2"})
 
 
@@ -210,12 +253,19 @@ async def systemone(request: Request) -> Response:
         return failure
     if not server.ready:
         return _not_ready(server)
+    if (failure := _media_type_failure(request)) is not None:
+        return failure
+    settings = server.settings
     try:
-        raw = await _read_body(request, server.settings.max_body_bytes)
+        raw = await _read_body(request, settings.max_body_bytes, settings.body_timeout_s)
     except _BodyTooLarge as exc:
-        return error_response(413, "request_too_large", f"the body has at least {exc.args[0]} bytes; the limit is {server.settings.max_body_bytes}")
+        return error_response(413, "request_too_large", f"body: at least {exc.args[0]} bytes; the limit is {settings.max_body_bytes}", CLOSE)
+    except asyncio.TimeoutError:
+        return error_response(408, "request_timeout_error", f"body: not fully received within {settings.body_timeout_s:g} s (shorter than its Content-Length?)", CLOSE)
+    except ClientDisconnect:
+        return error_response(400, "invalid_request_error", "body: the client disconnected before sending all of it", CLOSE)
     try:
-        parsed = wire.parse_request(_decode_json(raw))
+        parsed = wire.parse_request(_decode_json(raw), settings.limits)
     except wire.InvalidRequestError as exc:
         return validation_response(exc)
     if parsed.model is not None and parsed.model not in (server.served_name, *server.settings.aliases):
@@ -238,9 +288,13 @@ async def _answer(server: _ServerState, classifier_request: ClassifierRequest) -
     except Exception:  # noqa: BLE001 — logged; the client gets a generic 500
         logger.exception("the model failed on a valid request")
         return error_response(500, "api_error", "the model failed on this request; see the server log")
-    body = wire.response_to_wire(response)
-    body["model"] = server.served_name
-    return JSONResponse(body)
+    try:
+        body = wire.response_to_wire(response)
+        body["model"] = server.served_name
+        return JSONResponse(body)
+    except (ValueError, TypeError):  # a model answered something that is not finite JSON text
+        logger.exception("the model's answer could not be rendered as JSON")
+        return error_response(500, "api_error", "the model's answer could not be rendered; see the server log")
 
 
 async def list_models(request: Request) -> Response:
@@ -283,7 +337,8 @@ async def stats_route(request: Request) -> Response:
 
 async def openapi(request: Request) -> Response:
     """``GET /openapi.json``: the OpenAPI 3.1 document of this server."""
-    return JSONResponse(openapi_document(bearer=bool(_state(request).settings.api_key)))
+    settings = _state(request).settings
+    return JSONResponse(openapi_document(bearer=bool(settings.api_key), limits=settings.limits))
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -293,8 +348,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
-    logger.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "api_error", "internal server error; see the server log")
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "api_error", "internal server error; see the server log", CLOSE)
 
 
 # --------------------------------------------------------------------------- access log
@@ -304,7 +359,9 @@ class AccessLogMiddleware:
     """Log one JSON line per HTTP request on ``clef_agents.serve.access`` and set ``X-Request-ID``.
 
     Fields: ``method``, ``path``, ``status``, ``ms``, ``client``, ``request_id`` and, for answered
-    requests, ``questions``.
+    requests, ``questions``. It is also the last guard: an exception that escapes the app never
+    reaches the HTTP server (which would drop the connection without ``Connection: close``); the
+    client gets a 500 that closes the connection instead, or nothing more if its response was sent.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -319,17 +376,23 @@ class AccessLogMiddleware:
         request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:128] or uuid.uuid4().hex
         scope.setdefault("state", {})
         status = 500
+        started = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started
             if message["type"] == "http.response.start":
                 status = message["status"]
+                started = True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode("latin-1"))]
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:  # noqa: BLE001 — already logged by the app's 500 handler
+            if not started:
+                status = 500
+                await _send_last_resort_500(send, request_id)
         finally:
             record = {
                 "event": "access",
@@ -344,6 +407,21 @@ class AccessLogMiddleware:
             if questions is not None:
                 record["questions"] = questions
             access_logger.info(json.dumps(record))
+
+
+async def _send_last_resort_500(send: Send, request_id: str) -> None:
+    body = json.dumps({"detail": {"error_type": "api_error", "message": "internal server error; see the server log"}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        (b"x-request-id", request_id.encode("latin-1")),
+    ]
+    try:
+        await send({"type": "http.response.start", "status": 500, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    except Exception:  # noqa: BLE001 — the connection is gone: nothing left to tell the client
+        logger.debug("could not send the last-resort 500", exc_info=True)
 
 
 # --------------------------------------------------------------------------- app
@@ -407,7 +485,7 @@ async def _load_in_background(server: _ServerState, loader: ModelLoader | None) 
     try:
         model = await asyncio.to_thread(loader)
     except Exception as exc:  # noqa: BLE001 — reported by /readyz
-        server.load_error = f"{type(exc).__name__}: {exc}"
+        server.load_error = type(exc).__name__
         logger.exception("the model failed to load")
         return
     await server.attach(model)

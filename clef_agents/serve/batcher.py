@@ -6,6 +6,11 @@ worker thread, so the event loop keeps accepting requests while the model runs. 
 validated before it is queued, so a batch holds only valid requests; if the model still fails on
 a batch, each request is retried on its own so one failure never answers for the others.
 
+A request whose caller gave up (its future was cancelled, e.g. by a timeout) is dropped if it has
+not started, and once every request of a running batch is abandoned the model call is cancelled at
+its next ``clef_agents.wire.raise_if_cancelled`` checkpoint (the local model checks before each
+encoder pass), so an abandoned request stops using the worker.
+
 Example:
     >>> import asyncio
     >>> from langchain_core.decisions import Noul
@@ -23,14 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.decisions import BaseDecisionModel, ClassifierRequest, ClassifierResponse
+
+from clef_agents import wire
 
 logger = logging.getLogger("clef_agents.serve")
 
@@ -45,10 +53,14 @@ class _Pending:
     future: asyncio.Future[ClassifierResponse]
 
 
-def answer_batch(model: BaseDecisionModel, requests: Sequence[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
+def answer_batch(
+    model: BaseDecisionModel, requests: Sequence[ClassifierRequest], cancelled: Callable[[], bool] | None = None
+) -> list[ClassifierResponse | Exception]:
     """Answer requests with one ``model.batch`` call; if the whole call fails, answer each on its own.
 
-    Returns one response or exception per request, in order.
+    Returns one response or exception per request, in order. Once ``cancelled()`` is true the model
+    stops at its next ``wire.raise_if_cancelled`` checkpoint and every request gets
+    ``wire.RequestCancelled``.
 
     Example:
         >>> from langchain_core.decisions import Noul
@@ -57,10 +69,15 @@ def answer_batch(model: BaseDecisionModel, requests: Sequence[ClassifierRequest]
         >>> [r.nouls["q"].noul for r in answer_batch(FakeDecisionModel(answers={"q": 0.1}), [{"state": "a", "questions": q}])]
         [0.1]
     """
+    if cancelled is not None:
+        with wire.cancellable(cancelled):
+            return answer_batch(model, requests)
     if len(requests) == 1:
         return [_invoke_one(model, requests[0])]
     try:
         return list(model.batch(list(requests), return_exceptions=True))
+    except wire.RequestCancelled as exc:
+        return [exc] * len(requests)
     except Exception:  # noqa: BLE001 — the whole batch failed: isolate the failing request(s)
         logger.warning("a batch of %d failed; answering its requests one by one", len(requests), exc_info=True)
         return [_invoke_one(model, request) for request in requests]
@@ -88,6 +105,22 @@ def batch_stats(batch_sizes: Counter[int]) -> dict[str, Any]:
         "mean_batch_size": round(requests / batches, 3) if batches else 0.0,
         "batch_size_histogram": {str(k): v for k, v in sorted(batch_sizes.items())},
     }
+
+
+def _all_abandoned(batch: Sequence[_Pending]) -> threading.Event:
+    """An event set (on the event loop) once every request of ``batch`` is done without the model:
+    cancelled by a timeout or a disconnect. The worker thread polls it."""
+    event = threading.Event()
+    remaining = {id(p.future) for p in batch}
+
+    def forget(future: asyncio.Future[ClassifierResponse]) -> None:
+        remaining.discard(id(future))
+        if not remaining:
+            event.set()
+
+    for pending in batch:
+        pending.future.add_done_callback(forget)
+    return event
 
 
 class MicroBatcher:
@@ -121,6 +154,7 @@ class MicroBatcher:
         self.max_queue = max_queue
         self.batch_sizes: Counter[int] = Counter()
         self.model_seconds = 0.0
+        self._cancelled_batches = 0
         self._queue: asyncio.Queue[_Pending] | None = None
         self._worker: asyncio.Task[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -166,6 +200,7 @@ class MicroBatcher:
         return {
             **batch_stats(self.batch_sizes),
             "model_seconds": round(self.model_seconds, 4),
+            "cancelled_batches": self._cancelled_batches,
             "queue_depth": self.queue_depth,
             "max_batch_size": self.max_batch_size,
             "max_wait_ms": self.max_wait_s * 1000,
@@ -174,7 +209,9 @@ class MicroBatcher:
     def submit_nowait(self, request: ClassifierRequest) -> asyncio.Future[ClassifierResponse]:
         """Queue a (validated) request and return the future of its response.
 
-        Cancelling the future (for example on a timeout) drops the request if it has not run yet.
+        Cancelling the future (for example on a timeout) drops the request if it has not run yet;
+        once every request of a running batch is cancelled, the model call stops at its next
+        ``wire.raise_if_cancelled`` checkpoint (counted as ``cancelled_batches`` in ``stats()``).
         """
         if self._queue is None:
             raise RuntimeError("the batcher is not started")
@@ -198,11 +235,14 @@ class MicroBatcher:
                 continue
             self.batch_sizes[len(live)] += 1
             started = time.perf_counter()
+            abandoned = _all_abandoned(live)
             try:
-                results = await loop.run_in_executor(self._executor, answer_batch, self.model, [p.request for p in live])
+                results = await loop.run_in_executor(self._executor, answer_batch, self.model, [p.request for p in live], abandoned.is_set)
             except Exception as exc:  # noqa: BLE001 — the executor itself failed
                 results = [exc] * len(live)
             self.model_seconds += time.perf_counter() - started
+            if results and all(isinstance(r, wire.RequestCancelled) for r in results):
+                self._cancelled_batches += 1
             for pending, result in zip(live, results):
                 if pending.future.done():
                     continue

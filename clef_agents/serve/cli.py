@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
@@ -36,6 +37,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=512 * 1024, help="larger bodies get 413 (default 524288)")
     parser.add_argument("--max-queue", type=int, default=1024, help="requests allowed to wait; beyond it 503 (default 1024)")
     parser.add_argument("--api-key", default=None, help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV} if set, else no auth)")
+    parser.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        help="serve without an API key on a non-loopback --host (refused otherwise: anyone who can reach the port could use the model)",
+    )
+    parser.add_argument("--max-questions", type=int, default=None, help="most questions per request; beyond it 422 (default 64)")
+    parser.add_argument("--max-options", type=int, default=None, help="most options over all questions of a request (a noul counts 2; default 1024)")
+    parser.add_argument("--max-state-chars", type=int, default=None, help="most characters of state text per request (default 262144)")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: all cores)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)")
     ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
@@ -49,8 +58,15 @@ def register(subparsers: Any) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     """``ServerSettings`` from parsed ``serve`` arguments."""
-    from clef_agents.serve.app import DEFAULT_ALIASES, ServerSettings
+    from clef_agents import wire
+    from clef_agents.serve.app import DEFAULT_ALIASES, SERVER_LIMITS, ServerSettings
 
+    defaults = SERVER_LIMITS
+    limits = wire.RequestLimits(
+        max_questions=args.max_questions or defaults.max_questions,
+        max_total_options=args.max_options or defaults.max_total_options,
+        max_state_chars=args.max_state_chars or defaults.max_state_chars,
+    )
     return ServerSettings(
         served_name=args.model_name,
         aliases=tuple(dict.fromkeys([*DEFAULT_ALIASES, *(args.alias or [])])),
@@ -60,6 +76,37 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         max_body_bytes=args.max_body_bytes,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         max_queue=args.max_queue,
+        limits=limits,
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``).
+
+    Example:
+        >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0")
+        (True, False)
+    """
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
+
+
+def check_exposure(host: str, api_key: str | None, allow_unauthenticated: bool) -> None:
+    """Refuse (``ValueError``) to serve without a key on an address other machines can reach.
+
+    Example:
+        >>> check_exposure("127.0.0.1", None, False)
+        >>> check_exposure("0.0.0.0", "k", False)
+    """
+    if is_loopback(host) or api_key or allow_unauthenticated:
+        return
+    raise ValueError(
+        f"--host {host} lets other machines reach the server, and no API key is set: "
+        f"pass --api-key (or set ${API_KEY_ENV}), or --allow-unauthenticated to serve it open on purpose"
     )
 
 
@@ -92,7 +139,10 @@ def run(args: argparse.Namespace) -> int:
     if args.max_batch_size < 1:
         raise ValueError(f"--max-batch-size must be at least 1, got {args.max_batch_size}")
     settings = settings_from_args(args)
+    check_exposure(args.host, settings.api_key, args.allow_unauthenticated)
     configure_logging(args.log_level)
+    if not settings.api_key and not is_loopback(args.host):
+        logging.getLogger("clef_agents.serve").warning("serving %s without an API key (--allow-unauthenticated)", args.host)
     if args.threads is not None:
         set_cpu_threads(args.threads)
     if args.ray:

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from typing import Any
 
@@ -36,21 +37,52 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": _REF.format(model=name)}
 
 
-def _schemas() -> dict[str, Any]:
-    schemas = _model_schemas()
+NON_NULL_JSON = {"type": ["string", "number", "boolean", "object", "array"]}
+"""Any JSON value but null (a score level needs a description: the legend echoes it)."""
+OPTION_NAME = {"type": "string", "minLength": 1, "pattern": wire.OPTION_NAME_PATTERN}
+"""A choice option name: not empty, not only white space."""
+
+
+def _question_schemas() -> dict[str, Any]:
+    """The pydantic schemas of the question types, narrowed to what ``clef_agents.wire`` accepts."""
+    schemas = copy.deepcopy(_model_schemas())
+    noul, choice, score = schemas["Noul"], schemas["Choice"], schemas["Score"]
+    for question in (noul, choice, score):
+        question["required"] = sorted({"type", *question.get("required", [])})
+    noul["required"] = ["type"]  # a noul without instructions is asked as it stands
+    choice["properties"]["criteria"].update(
+        minProperties=wire.MIN_CHOICE_OPTIONS, maxProperties=wire.MAX_CHOICE_OPTIONS, propertyNames=OPTION_NAME
+    )
+    score["properties"]["criteria"].update(minItems=wire.MIN_SCORE_LEVELS, maxItems=wire.MAX_SCORE_LEVELS, items=NON_NULL_JSON)
+    return schemas
+
+
+def _schemas(limits: wire.RequestLimits) -> dict[str, Any]:
+    schemas = _question_schemas()
     schemas["SystemOneRequest"] = {
         "type": "object",
         "required": ["state", "questions"],
         "properties": {
-            "model": {"type": "string", "description": "Model name; the served name or an alias such as 'jev-latest'."},
-            "state": {"description": "Text, a JSON object or a JSON array to decide about.", "type": ["string", "object", "array"]},
+            "model": {"type": ["string", "null"], "description": "Model name; the served name or an alias such as 'jev-latest' (null: the served model)."},
+            "state": {
+                "description": (
+                    f"Text, a JSON object or a JSON array to decide about: at most {limits.max_state_chars} characters of text "
+                    f"and {limits.max_depth} levels of nesting; no NaN/Infinity, no lone UTF-16 surrogates."
+                ),
+                "type": ["string", "object", "array"],
+                "maxLength": limits.max_state_chars,
+            },
             "questions": {
                 "type": "object",
                 "minProperties": 1,
+                "maxProperties": limits.max_questions,
+                "propertyNames": {"type": "string", "minLength": 1},
                 "additionalProperties": {"oneOf": [_ref("Noul"), _ref("Choice"), _ref("Score")], "discriminator": {"propertyName": "type"}},
                 "description": (
-                    f"Question id → question. A choice has {wire.MIN_CHOICE_OPTIONS}–{wire.MAX_CHOICE_OPTIONS} options, "
-                    f"a score {wire.MIN_SCORE_LEVELS}–{wire.MAX_SCORE_LEVELS} levels."
+                    f"Question id → question, 1–{limits.max_questions} of them. A choice has {wire.MIN_CHOICE_OPTIONS}–"
+                    f"{wire.MAX_CHOICE_OPTIONS} options, a score {wire.MIN_SCORE_LEVELS}–{wire.MAX_SCORE_LEVELS} levels; "
+                    f"at most {limits.max_total_options} options over all questions (a noul counts 2) and "
+                    f"{limits.max_question_chars} characters of question text."
                 ),
             },
         },
@@ -128,8 +160,9 @@ def _simple(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": {"type": "object"}}}}
 
 
-def openapi_document(bearer: bool = False) -> dict[str, Any]:
-    """The OpenAPI 3.1 document; ``bearer=True`` marks ``/v1/*`` as needing a bearer key.
+def openapi_document(bearer: bool = False, limits: wire.RequestLimits = wire.DEFAULT_LIMITS) -> dict[str, Any]:
+    """The OpenAPI 3.1 document; ``bearer=True`` marks ``/v1/*`` as needing a bearer key, and
+    ``limits`` are the server's request limits (they bound the request schema).
 
     Example:
         >>> openapi_document()["openapi"]
@@ -151,9 +184,12 @@ def openapi_document(bearer: bool = False) -> dict[str, Any]:
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SystemOneRequest")}}},
                     "responses": {
                         "200": _json("SystemOneResponse", "One answer per question id."),
+                        "400": _error("The client disconnected before sending the whole body."),
                         "401": _error("Missing or wrong API key (authentication_error)."),
                         "404": _error("Unknown model name (not_found_error)."),
+                        "408": _error("The body did not arrive in time, e.g. shorter than its Content-Length (request_timeout_error)."),
                         "413": _error("Body larger than the server's limit (request_too_large)."),
+                        "415": _error("The body is not declared as JSON (unsupported_media_type_error)."),
                         "422": _json("ValidationError", "The request breaks a System One rule; detail[] names each."),
                         "503": _error("The model is loading or the queue is full; retry after Retry-After seconds."),
                         "504": _error("No answer within the request time limit (timeout_error)."),
@@ -182,7 +218,7 @@ def openapi_document(bearer: bool = False) -> dict[str, Any]:
             },
             "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "responses": {"200": _simple("OpenAPI 3.1.")}}},
         },
-        "components": {"schemas": _schemas()},
+        "components": {"schemas": _schemas(limits)},
     }
     if bearer:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

@@ -159,7 +159,7 @@ class RemoteDecisionModel(BaseDecisionModel):
     # ------------------------------------------------------------------ classify
 
     def _body(self, state: State, questions: dict[str, Question]) -> dict[str, Any]:
-        wire.check_state(state)
+        wire.check_state(state, finite=True)
         return wire.request_to_wire(state, wire.validate_questions(questions), model=self.model)
 
     def _delay(self, attempt: int) -> float:
