@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.baselines.server import wait_ready  # noqa: E402
 from bench.fuzz.malformed import Probe, probes  # noqa: E402
 from clef_agents.serve.local import free_port  # noqa: E402
 
@@ -55,18 +56,8 @@ def start_server(model: str, port: int, log_path: Path) -> subprocess.Popen[byte
     cmd = [sys.executable, "-m", "clef_agents.cli", "serve", "--model", model, "--port", str(port), "--threads", "1",
            "--max-batch-size", "8", "--max-wait-ms", "2", "--log-level", "warning"]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}; see {log_path}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    proc.terminate()
-    raise RuntimeError("the server did not become ready")
+    wait_ready(f"http://127.0.0.1:{port}", proc, hint=f"see {log_path}")
+    return proc
 
 
 def names_the_field(status: int, content: bytes) -> bool:

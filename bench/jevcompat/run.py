@@ -17,12 +17,14 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.baselines.server import wait_ready  # noqa: E402
+
 OUT_DIR = Path(__file__).resolve().parent
 KEY = "jevcompat-local-key"
 
@@ -40,18 +42,8 @@ def start(model: str, port: int, api_key: str | None) -> subprocess.Popen[bytes]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
     env.pop("CLEF_API_KEY", None)
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    proc.terminate()
-    raise RuntimeError("the server did not become ready")
+    wait_ready(f"http://127.0.0.1:{port}", proc)
+    return proc
 
 
 def run_suite(model: str, label: str, api_key: str | None, timeout: float) -> dict[str, object]:

@@ -34,6 +34,10 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.baselines.server import wait_ready  # noqa: E402
+
 OUT_DIR = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("CLEF_DATA", ROOT.parent / "shared" / "data"))
 MINI_CONFIG = ROOT / "clef_agents" / "checkpoints" / "mini" / "config.json"
@@ -101,20 +105,6 @@ def start_server(model: str, port: int, max_batch_size: int, max_wait_ms: float,
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.25)
-    raise RuntimeError(f"the server at {url} was not ready within {timeout_s:g} s")
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:
