@@ -110,3 +110,28 @@ def test_moderation_graph_is_served(server):
     thread = client.threads.create()
     done = client.runs.wait(thread["thread_id"], "moderation", input={"post": "click http://spam.example buy now"})
     assert done["verdict"] == "rejected"
+
+
+def test_tool_approval_stops_a_destructive_request_for_approval_and_takes_a_reject(server):
+    from langgraph_sdk import get_sync_client
+
+    url, traces_path = server
+    client = get_sync_client(url=url)
+    thread = client.threads.create()
+    paused = client.runs.wait(
+        thread["thread_id"], "tool_approval", input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]}
+    )
+    held = paused["__interrupt__"][0]["value"]
+    assert held["action_requests"][0]["name"] == "delete_account"
+    assert held["action_requests"][0]["args"] == {"user_id": "77"}
+    assert held["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
+    verdicts = paused["decisions"]["tool_gate"]["calls"]
+    assert [(v["tool"], v["action"], v["lane"]) for v in verdicts.values()] == [("delete_account", "hold", "human")]
+    done = client.runs.wait(
+        thread["thread_id"], "tool_approval", command={"resume": {"decisions": [{"type": "reject", "message": "keep the data"}]}}
+    )
+    tool_messages = [m for m in done["messages"] if m["type"] == "tool"]
+    assert "a reviewer rejected it: keep the data" in tool_messages[-1]["content"]
+    assert not any("deleted account" in m["content"] for m in tool_messages)
+    outcome = TraceStore(traces_path).decisions(gate="tool_gate")[0]["outcomes"]["needs_approval"]
+    assert (outcome["source"], outcome["label"]) == ("human", True)

@@ -615,40 +615,41 @@ class ToolGate:
 
         return RunnableLambda(judge_calls, afunc=ajudge_calls, name=self.name)
 
-    def _verdict_at_tool(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None, judged: GateVerdict | None) -> GateVerdict:
+    def _settled(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None) -> tuple[GateVerdict | None, bool]:
+        """(verdict, still to record) from the tool's metadata or graph state; (None, False) when
+        the call must be judged now. The tool's metadata wins over a verdict the model gave."""
         decided = self.metadata_verdict(self._tool(tool_call, tool))
-        if decided is not None:
-            return decided
         stored = self.stored_verdict(state, tool_call)
-        if stored is not None:
-            return stored
-        if judged is None:
-            raise ValueError("no verdict")
-        if judged.action == "hold":
-            return GateVerdict(
-                "block", judged.probability,
-                f"{judged.reason}, but a held call needs its verdict in graph state to survive a resume: run "
-                f"gate.node(tools) before the tools (or use gate.middleware())", judged.trace_id, "fail_closed",
-            )
-        return judged
+        if decided is not None:
+            same = stored is not None and (stored.action, stored.judge) == (decided.action, decided.judge)
+            return (stored, False) if same else (decided, True)
+        return stored, False
+
+    @staticmethod
+    def _judged_here(judged: GateVerdict) -> GateVerdict:
+        """A verdict made at the tool step: a *hold* blocks, since it could not survive a resume."""
+        if judged.action != "hold":
+            return judged
+        return GateVerdict(
+            "block", judged.probability,
+            f"{judged.reason}, but a held call needs its verdict in graph state to survive a resume: run "
+            f"gate.node(tools) before the tools (or use gate.middleware())", judged.trace_id, "fail_closed",
+        )
 
     def verdict_at_tool(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None) -> GateVerdict:
         """The verdict a tool step acts on: the tool's metadata, else the stored verdict, else a
         judgement made now (a *hold* made now blocks: it could not survive a resume)."""
-        try:
-            return self._verdict_at_tool(state, tool_call, tool, None)
-        except ValueError:
-            pass
-        return self._verdict_at_tool(state, tool_call, tool, self.judge(tool_call, _messages(state), self._tool(tool_call, tool), _thread_id()))
+        verdict, record = self._settled(state, tool_call, tool)
+        if verdict is None:
+            return self._judged_here(self.judge(tool_call, _messages(state), self._tool(tool_call, tool), _thread_id()))
+        return self._record(tool_call, None, None, verdict, _thread_id()) if record else verdict
 
     async def averdict_at_tool(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None) -> GateVerdict:
-        """Async ``verdict_at_tool``."""
-        try:
-            return self._verdict_at_tool(state, tool_call, tool, None)
-        except ValueError:
-            pass
-        judged = await self.ajudge(tool_call, _messages(state), self._tool(tool_call, tool), _thread_id())
-        return self._verdict_at_tool(state, tool_call, tool, judged)
+        """Async ``verdict_at_tool`` (trace writes run in a thread)."""
+        verdict, record = self._settled(state, tool_call, tool)
+        if verdict is None:
+            return self._judged_here(await self.ajudge(tool_call, _messages(state), self._tool(tool_call, tool), _thread_id()))
+        return await asyncio.to_thread(self._record, tool_call, None, None, verdict, _thread_id()) if record else verdict
 
     # ------------------------------------------------------------------ reviews
 
@@ -675,8 +676,14 @@ class ToolGate:
         return payload
 
     def review(self, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None = None) -> ReviewDecision:
+        """Ask a person through ``interrupt()`` and record the decision in the trace store."""
+        decision = self.ask(tool_call, verdict, tool)
+        self.record_review(verdict, decision)
+        return decision
+
+    def ask(self, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None = None) -> ReviewDecision:
         """Ask a person through ``interrupt()`` until the answer is a valid decision (an edit's
-        arguments must fit the tool's schema); record it in the trace store."""
+        arguments must fit the tool's schema); a wrong answer asks again with ``error`` set."""
         error: str | None = None
         while True:
             try:
@@ -684,11 +691,9 @@ class ToolGate:
                 if decision.type == "edit":
                     args = edited_args(self._tool(tool_call, tool), str(tool_call.get("name")), decision)
                     decision = ReviewDecision("edit", args, name=decision.name)
-                break
+                return decision
             except ReviewInputError as exc:
                 error = str(exc)
-        self.record_review(verdict, decision)
-        return decision
 
     def record_review(self, verdict: GateVerdict, decision: ReviewDecision) -> None:
         """Store a reviewer's decision as the human outcome of the call's trace (needs approval =
@@ -741,7 +746,8 @@ class ToolGate:
             return await handler(request)
         if verdict.action == "block":
             return self.refusal(call, f"it was blocked by the tool gate ({verdict.reason})")
-        decision = self.review(call, verdict, request.tool)
+        decision = self.ask(call, verdict, request.tool)
+        await asyncio.to_thread(self.record_review, verdict, decision)
         if decision.type == "reject":
             return self.rejection(call, decision)
         return await handler(_edited(request, decision))
