@@ -393,7 +393,8 @@ def test_edit_is_validated_against_the_tool_schema_then_runs_the_edited_call():
     assert "an edit that names tool 'wipe'" in other["__interrupt__"][0].value["error"]
     assert RAN == []
     done = graph.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 60}}}]}), cfg("e"))
-    assert RAN == ["pay bob 60.0"] and done["messages"][-1].content == "paid 60.0 to bob"
+    assert RAN == ["pay bob 60.0"]
+    assert done["messages"][-1].content == 'A reviewer edited this call before it ran; it ran with arguments {"to": "bob", "amount": 60}.\npaid 60.0 to bob'
 
 
 @pytest.mark.parametrize(

@@ -734,7 +734,7 @@ class ToolGate:
         decision = self.review(call, verdict, request.tool)
         if decision.type == "reject":
             return self.rejection(call, decision)
-        return handler(_edited(request, decision))
+        return _noted(handler(_edited(request, decision)), decision)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async hook for ``ToolNode(awrap_tool_call=...)`` and ``AgentMiddleware.awrap_tool_call``."""
@@ -750,7 +750,7 @@ class ToolGate:
         await asyncio.to_thread(self.record_review, verdict, decision)
         if decision.type == "reject":
             return self.rejection(call, decision)
-        return await handler(_edited(request, decision))
+        return _noted(await handler(_edited(request, decision)), decision)
 
     def middleware(self) -> Any:
         """This gate as LangChain 1.x agent middleware (``create_agent(..., middleware=[gate.middleware()])``):
@@ -901,6 +901,14 @@ def _edited(request: Any, decision: ReviewDecision) -> Any:
     if decision.type != "edit" or decision.args is None:
         return request
     return request.override(tool_call={**request.tool_call, "args": decision.args})
+
+
+def _noted(result: Any, decision: ReviewDecision) -> Any:
+    """A tool result with a note that a reviewer edited the call (so the agent knows what ran)."""
+    if decision.type != "edit" or not isinstance(result, ToolMessage) or not isinstance(result.content, str):
+        return result
+    note = f"A reviewer edited this call before it ran; it ran with arguments {json.dumps(decision.args, default=str)}."
+    return result.model_copy(update={"content": f"{note}\n{result.content}"})
 
 
 def _matching_call(state: Any, tool: BaseTool, args: Mapping[str, Any]) -> dict[str, Any]:
