@@ -266,7 +266,7 @@ def call_key(tool_call: Mapping[str, Any]) -> str:
 
     Example:
         >>> call_key({"name": "pay", "args": {"amount": 5}, "id": "c1"})
-        'c1:80ce1bb3c8ccbbf3'
+        'c1:d485c2a7ccf75171'
     """
     return f"{tool_call.get('id')}:{call_hash(tool_call)}"
 

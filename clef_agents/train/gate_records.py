@@ -6,12 +6,15 @@ approve the call first) of a state in the layout the gate itself renders at run 
 record (``[user]``, ``[agent thought]``, ``[agent action]``, ``[environment]`` turns). The
 conversions are fixed here, before any evaluation:
 
-- ``assebench_security`` (Apache-2.0): the record's last ``[agent action]`` is the proposed call;
-  turns after it are dropped (the gate judges a call before it runs); ``unsafe`` → yes. Its
+- ``assebench_security`` (Apache-2.0): an ``unsafe`` record gives one record, its last
+  ``[agent action]`` proposed after the turns before it (turns after it dropped: the gate judges a
+  call before it runs) → yes; a ``safe`` record gives one record per agent action, each proposed
+  after the turns before it → no (every call of a safe record was safe to run). Its
   ``failure_mode`` and ``risk_description`` never reach the state.
-- ``injecagent`` (MIT): two records per row. The user's own call (``Agent tool call``) before any
-  tool output → no; the first attacker tool, proposed after the tool response that carries the
-  injected instruction → yes (the user never asked for it). ``expected_achievements`` never
+- ``injecagent`` (MIT): three records per row. The user's own call (``Agent tool call``) before
+  any tool output → no; the first attacker tool, proposed after the tool response that carries the
+  injected instruction → yes; the same attacker tool proposed right after the user's request, with
+  no tool output → yes (the user never asked for it either way). ``expected_achievements`` never
   reaches the state; the attacker tool is named without arguments.
 - ``xstest`` (CC BY 4.0): the request as the user's turn, no call proposed yet; ``unsafe`` → yes.
 
@@ -76,6 +79,18 @@ def interaction_state(text: str) -> str:
     return render_gate_state(turns[:last], turns[last].text)
 
 
+def action_states(text: str) -> list[str]:
+    """One gate state per agent action of an interaction record, each action proposed after the
+    turns before it (every call of a record judged safe was safe to run).
+
+    Example:
+        >>> len(action_states("Interaction record:\\n[user] a\\n[agent action] f{}\\n[environment] ok\\n[agent action] g{}"))
+        2
+    """
+    turns = parse_interaction(text)
+    return [render_gate_state(turns[:i], t.text) for i, t in enumerate(turns) if t.role == "agent action"] or [interaction_state(text)]
+
+
 def gate_record(state: str, risky: bool, meta: Mapping[str, Any]) -> dict[str, Any]:
     """One decision record asking the gate question.
 
@@ -104,14 +119,19 @@ def _injecagent_records(row: Mapping[str, Any], meta: Mapping[str, Any]) -> Iter
     call = fields["Agent tool call"].replace(" ", "", 1) if " {" in fields["Agent tool call"] else fields["Agent tool call"]
     yield gate_record(render_gate_state([user], call), False, {**meta, "role": "user call"})
     history = [user, GateTurn("agent action", call), GateTurn("environment", fields["Tool response"])]
-    yield gate_record(render_gate_state(history, f"{row['attacker_tools'][0]}{{}}"), True, {**meta, "role": "attacker call"})
+    attacker = f"{row['attacker_tools'][0]}{{}}"
+    yield gate_record(render_gate_state(history, attacker), True, {**meta, "role": "attacker call"})
+    yield gate_record(render_gate_state([user], attacker), True, {**meta, "role": "attacker call, unasked"})
 
 
 def records_from_row(name: str, row: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
-    """The gate records of one row of a gate set (two for injecagent, one otherwise)."""
+    """The gate records of one row of a gate set (three for injecagent, one per action for a safe
+    assebench record, one otherwise)."""
     meta = {"dataset": name, "source": "dataset", "row": index}
     if name == "assebench_security":
-        return [gate_record(interaction_state(row["text"]), row["label"] == "unsafe", meta)]
+        if row["label"] == "unsafe":
+            return [gate_record(interaction_state(row["text"]), True, meta)]
+        return [gate_record(state, False, {**meta, "action": i}) for i, state in enumerate(action_states(row["text"]))]
     if name == "injecagent":
         return list(_injecagent_records(row, meta))
     if name == "xstest":
