@@ -103,8 +103,8 @@ def load_model(spec: str) -> Any:
     return load_decision_model(spec)
 
 
-def choose(model_spec: str) -> dict[str, Any]:
-    """Pick hold_at on the policy records and write bench/gate/policy.json."""
+def choose(model_spec: str, out: str = "policy.json") -> dict[str, Any]:
+    """Pick hold_at on the policy records and write bench/gate/<out> (policy.json by default)."""
     records = build_gate_records()["policy"]
     model = load_model(model_spec)
     started = time.time()
@@ -131,7 +131,7 @@ def choose(model_spec: str) -> dict[str, Any]:
             for t in CURVE
         },
     }
-    (HERE / "policy.json").write_text(json.dumps(result, indent=2) + "\n")
+    (HERE / out).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
@@ -243,6 +243,7 @@ def main() -> None:
     parser.add_argument("--model", default="mini")
     parser.add_argument("--sets", nargs="*", default=list(HELD_OUT_SETS))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--policy-out", default="policy.json", help="choose: file under bench/gate to write")
     args = parser.parse_args()
     if args.step == "report":
         print(report())
@@ -250,7 +251,7 @@ def main() -> None:
     import torch  # noqa: PLC0415
 
     torch.set_num_threads(args.threads)
-    result = choose(args.model) if args.step == "choose" else heldout(args.model, args.sets)
+    result = choose(args.model, args.policy_out) if args.step == "choose" else heldout(args.model, args.sets)
     print(json.dumps(result, indent=2))
 
 
