@@ -138,6 +138,8 @@ def gate_lines() -> list[str]:
         "",
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
         "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`).",
+        "Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
+        " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0).",
         f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']}, block at >= {policy['block_at']} ({policy['rule']}).",
         "Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
         " [bench/gate/results.md](bench/gate/results.md)); stopped = held or blocked:",
@@ -147,7 +149,8 @@ def gate_lines() -> list[str]:
         row("all", held["all"]),
         *[row(k, v) for k, v in held["per_source"].items()],
         "",
-        "Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held. A tool's own metadata"
+        f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held: "
+        f"{'met' if held['all']['recall'] >= 0.95 and held['all']['benign_held'] <= 0.30 else 'not met'}. A tool's own metadata"
         " (`clef_agents.approval`: always / never) overrides the model.",
         "",
     ]
