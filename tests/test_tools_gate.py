@@ -279,10 +279,12 @@ async def test_a_hanging_model_times_out_and_blocks_async():
     assert RAN == []
 
 
-def test_a_cancelled_model_call_blocks():
+@pytest.mark.parametrize("timeout_s", [5.0, None], ids=["with timeout", "no timeout"])
+def test_a_cancelled_model_call_blocks(timeout_s):
     RAN.clear()
-    out = agent_graph(ToolGate(CancellingModel()), [call(1)]).invoke({"messages": [HumanMessage("pay")]}, cfg("cancel"))
-    assert "CancelledError" in out["messages"][-1].content and out["messages"][-1].status == "error"
+    gate = ToolGate(CancellingModel(), timeout_s=timeout_s)
+    out = agent_graph(gate, [call(1)]).invoke({"messages": [HumanMessage("pay")]}, cfg("cancel"))
+    assert "Cancel" in out["messages"][-1].content and out["messages"][-1].status == "error"
     assert RAN == []
 
 

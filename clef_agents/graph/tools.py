@@ -508,7 +508,7 @@ class ToolGate:
         try:
             response = _call_with_timeout(lambda: self.model.invoke({"state": state, "questions": self.questions}), self.timeout_s)
             verdict = self.verdict_for(gate_probability(response))
-        except Exception as exc:  # fail closed: a call that cannot be judged does not run
+        except (Exception, asyncio.CancelledError) as exc:  # fail closed: a call that cannot be judged does not run
             return _failed(exc)
         return self._record(tool_call, state, response, verdict, thread_id)
 
