@@ -529,3 +529,16 @@ def test_agent_middleware_blocks():
     tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert tool_messages[0].status == "error" and "blocked by the tool gate" in tool_messages[0].content
     assert RAN == []
+
+
+def test_the_lane_vocabulary_is_spelled_out_in_one_module_only():
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "clef_agents"
+    spelled = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        for text in [path.read_text()]
+        if '"auto", "llm", "human"' in text or '"allow", "hold", "block"' in text
+    ]
+    assert spelled == ["lanes.py"]

@@ -30,7 +30,11 @@ if TYPE_CHECKING:
         load_decision_model,
     )
     from clef_agents.graph.routing import (
+        GATE_ACTIONS,
+        LANES,
         DecisionGate,
+        GateAction,
+        Lane,
         decided_label,
         gate_lane,
         next_step,
@@ -71,6 +75,10 @@ _dynamic_imports: dict[str, str] = {
     "demo_fake_model": "ready",
     "load_decision_model": "ready",
     "DecisionGate": "routing",
+    "GATE_ACTIONS": "routing",
+    "LANES": "routing",
+    "GateAction": "routing",
+    "Lane": "routing",
     "decided_label": "routing",
     "gate_lane": "routing",
     "next_step": "routing",
