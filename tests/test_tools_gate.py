@@ -9,15 +9,26 @@ import math
 import threading
 
 import pytest
-from langchain_core.decisions import BaseDecisionModel, ChoiceAnswer, ClassifierResponse, Noul, NoulAnswer
+from langchain_core.decisions import (
+    BaseDecisionModel,
+    ChoiceAnswer,
+    ClassifierResponse,
+    Noul,
+    NoulAnswer,
+)
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from clef_agents.graph import FakeToolCallingChatModel, ToolGate, TraceStore, decision_tool
+from clef_agents.graph import (
+    FakeToolCallingChatModel,
+    ToolGate,
+    TraceStore,
+    decision_tool,
+)
 from clef_agents.graph.state import DecisionState
 from clef_agents.graph.tools import (
     APPROVAL_METADATA,
@@ -29,7 +40,6 @@ from clef_agents.graph.tools import (
 )
 from clef_agents.lanes import GATE_ACTIONS, LANES
 from clef_agents.testing import FakeDecisionModel
-from langgraph.graph import MessagesState
 
 RAN: list[str] = []
 

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from clef_agents.graph.tools import DEFAULT_GATE_QUESTION, QUESTION_ID, SHIPPED_BLOCK_AT, SHIPPED_HOLD_AT, ToolGate
+from clef_agents.graph.tools import (
+    DEFAULT_GATE_QUESTION,
+    QUESTION_ID,
+    SHIPPED_BLOCK_AT,
+    SHIPPED_HOLD_AT,
+    ToolGate,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -27,7 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clef_agents.graph.tools import DEFAULT_GATE_QUESTION, QUESTION_ID, SHIPPED_BLOCK_AT, gate_probability
+from clef_agents.graph.tools import (
+    DEFAULT_GATE_QUESTION,
+    QUESTION_ID,
+    SHIPPED_BLOCK_AT,
+    gate_probability,
+)
 from clef_agents.train.datasets import data_root
 from clef_agents.train.gate_records import build_gate_records, interaction_state
 from clef_agents.train.split import HELD_OUT
@@ -98,7 +103,7 @@ def rates(ps: Sequence[float], risky: Sequence[bool], hold_at: float, block_at: 
 
 
 def load_model(spec: str) -> Any:
-    from clef_agents.graph.ready import load_decision_model  # noqa: PLC0415
+    from clef_agents.graph.ready import load_decision_model
 
     return load_decision_model(spec)
 
@@ -210,8 +215,10 @@ def report() -> str:
         "",
         "## Held-out sets (never taught; measured once with the frozen policy)",
         "",
-        f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model mini` → heldout.json "
-        f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s on one thread)",
+        (
+            f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model mini` → heldout.json "
+            f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s on one thread)"
+        ),
         "",
         head, rule, _row("all", held["all"]),
         *[_row(k, v) for k, v in held["per_source"].items()],
@@ -267,7 +274,7 @@ def main() -> None:
     if args.step == "report":
         print(report())
         return
-    import torch  # noqa: PLC0415
+    import torch
 
     torch.set_num_threads(args.threads)
     result = choose(args.model, args.policy_out) if args.step == "choose" else heldout(args.model, args.sets)

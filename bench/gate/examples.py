@@ -33,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="mini")
     args = parser.parse_args()
-    import torch  # noqa: PLC0415
+    import torch
 
     torch.set_num_threads(1)
     gate = ToolGate(load_decision_model(args.model))

@@ -45,7 +45,14 @@ from typing_extensions import NotRequired
 from clef_agents import wire
 from clef_agents.graph.errors import ReviewInputError
 from clef_agents.graph.node import as_trace_store
-from clef_agents.graph.state import DECISIONS_KEY, Judge, ToolCallVerdict, ToolGateEntry, merge_decisions, response_to_state
+from clef_agents.graph.state import (
+    DECISIONS_KEY,
+    Judge,
+    ToolCallVerdict,
+    ToolGateEntry,
+    merge_decisions,
+    response_to_state,
+)
 from clef_agents.graph.traces import TraceStore
 from clef_agents.lanes import GATE_ACTION_LANE, GateAction, Lane
 
@@ -156,7 +163,7 @@ def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any
         Conversation:
         user: rain in Oslo?
     """
-    from langchain_core.utils.function_calling import convert_to_openai_tool  # noqa: PLC0415
+    from langchain_core.utils.function_calling import convert_to_openai_tool
 
     if not tools:
         raise ValueError("tools_state needs at least one tool (a BaseTool, a function or a JSON schema dict), got none")
@@ -508,7 +515,7 @@ class ToolGate:
         try:
             response = _call_with_timeout(lambda: self.model.invoke({"state": state, "questions": self.questions}), self.timeout_s)
             verdict = self.verdict_for(gate_probability(response))
-        except (Exception, asyncio.CancelledError) as exc:  # fail closed: a call that cannot be judged does not run
+        except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - fail closed: a call that cannot be judged does not run
             return _failed(exc)
         return self._record(tool_call, state, response, verdict, thread_id)
 
@@ -527,7 +534,7 @@ class ToolGate:
             if task is not None and task.cancelling():
                 raise  # the run itself is being cancelled: nothing runs
             return _failed(exc)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - fail closed
             return _failed(exc)
         return await asyncio.to_thread(self._record, tool_call, state, response, verdict, thread_id)
 

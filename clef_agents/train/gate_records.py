@@ -35,10 +35,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clef_agents.graph.tools import DEFAULT_GATE_QUESTION, QUESTION_ID, GateTurn, render_gate_state
+from clef_agents import wire
+from clef_agents.graph.tools import (
+    DEFAULT_GATE_QUESTION,
+    QUESTION_ID,
+    GateTurn,
+    render_gate_state,
+)
 from clef_agents.train.datasets import data_root
 from clef_agents.train.split import check_trainable
-from clef_agents import wire
 
 GATE_SETS = ("assebench_security", "injecagent", "xstest")
 """The trainable, shippable sets the gate question is taught on."""
@@ -177,8 +182,7 @@ def write_jsonl(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
     return path
 
 
