@@ -42,3 +42,6 @@ train-mini: setup
 		--steps 2500 --batch-size 32 --lr-head 7e-4 --threads $(THREADS) --state-cache runs/state_cache.pt
 	$(VENV)/bin/clef-agents teach --model runs/mini2_head/final --out runs/mini_taught --threads $(THREADS) \
 		--datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive --catch-all oos
+	$(PY) bench/gate/build_records.py --out runs/gate_records
+	$(VENV)/bin/clef-agents teach --model runs/mini_taught --out runs/mini_gate --records runs/gate_records/teach.jsonl \
+		--threads $(THREADS)

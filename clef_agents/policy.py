@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Lane = Literal["auto", "llm", "human"]
+from clef_agents.lanes import Lane
+
 POLICY_FORMAT = "clef-agents-lanes/1"
 
 

@@ -69,15 +69,18 @@ def test_moderation_publishes_rejects_and_asks_when_unsure():
     assert done["verdict"] == "rejected"
 
 
-async def test_tool_approval_holds_refunds_and_blocks_deletes_async():
+async def test_tool_approval_holds_refunds_and_deletes_async():
     graph = build_tool_approval(demo_fake_model(), checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "r"}}
     paused = await graph.ainvoke({"messages": [("user", "refund order 77")]}, config)
-    assert paused["__interrupt__"][0].value["tool"] == "issue_refund"
-    done = await graph.ainvoke(Command(resume=True), config)
+    assert paused["__interrupt__"][0].value["action_requests"][0]["name"] == "issue_refund"
+    done = await graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), config)
     assert done["messages"][-1].content == "Result: refunded 40.00 for order 77"
-    blocked = await graph.ainvoke({"messages": [("user", "delete account 5")]}, {"configurable": {"thread_id": "d"}})
-    assert "was not run" in blocked["messages"][-2].content
+    config = {"configurable": {"thread_id": "d"}}
+    held = await graph.ainvoke({"messages": [("user", "delete account 5")]}, config)
+    assert held["__interrupt__"][0].value["judge"] == "metadata"  # delete_account's author: always ask
+    refused = await graph.ainvoke(Command(resume={"decisions": [{"type": "reject", "message": "keep it"}]}), config)
+    assert "a reviewer rejected it: keep it" in refused["messages"][-2].content
 
 
 def test_served_graph_modules_build_on_the_fake_model(tmp_path, monkeypatch):

@@ -31,6 +31,16 @@ def free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path):
+    yield from serve(tmp_path, "fake-keywords")
+
+
+@pytest.fixture
+def mini_server(tmp_path):
+    pytest.importorskip("torch")
+    yield from serve(tmp_path, "mini")
+
+
+def serve(tmp_path, model: str):
     port = free_port()
     env = {
         **os.environ,
@@ -38,7 +48,7 @@ def server(tmp_path):
         "LANGSMITH_TRACING": "false",
         "LANGGRAPH_NO_VERSION_CHECK": "true",
         "HF_HUB_OFFLINE": "1",
-        "CLEF_AGENTS_MODEL": "fake-keywords",
+        "CLEF_AGENTS_MODEL": model,
         "CLEF_AGENTS_TRACES": str(tmp_path / "traces.sqlite"),
     }
     workdir = CONFIG.parent  # graph paths in langgraph.json are relative to it; .langgraph_api/ is gitignored
@@ -53,7 +63,7 @@ def server(tmp_path):
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 180
     try:
         while True:
             if proc.poll() is not None:
@@ -110,3 +120,44 @@ def test_moderation_graph_is_served(server):
     thread = client.threads.create()
     done = client.runs.wait(thread["thread_id"], "moderation", input={"post": "click http://spam.example buy now"})
     assert done["verdict"] == "rejected"
+
+
+def test_tool_approval_stops_a_destructive_request_for_approval_and_takes_a_reject(server):
+    from langgraph_sdk import get_sync_client
+
+    url, traces_path = server
+    client = get_sync_client(url=url)
+    thread = client.threads.create()
+    paused = client.runs.wait(
+        thread["thread_id"], "tool_approval", input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]}
+    )
+    held = paused["__interrupt__"][0]["value"]
+    assert held["action_requests"][0]["name"] == "delete_account"
+    assert held["action_requests"][0]["args"] == {"user_id": "77"}
+    assert held["review_configs"][0]["allowed_decisions"] == ["approve", "edit", "reject"]
+    verdicts = paused["decisions"]["tool_gate"]["calls"]
+    assert [(v["tool"], v["action"], v["lane"]) for v in verdicts.values()] == [("delete_account", "hold", "human")]
+    done = client.runs.wait(
+        thread["thread_id"], "tool_approval", command={"resume": {"decisions": [{"type": "reject", "message": "keep the data"}]}}
+    )
+    tool_messages = [m for m in done["messages"] if m["type"] == "tool"]
+    assert "a reviewer rejected it: keep the data" in tool_messages[-1]["content"]
+    assert not any("deleted account" in m["content"] for m in tool_messages)
+    outcome = TraceStore(traces_path).decisions(gate="tool_gate")[0]["outcomes"]["needs_approval"]
+    assert (outcome["source"], outcome["label"]) == ("human", True)
+
+
+@pytest.mark.integration
+def test_tool_approval_with_the_shipped_mini_stops_a_destructive_request(mini_server):
+    from langgraph_sdk import get_sync_client
+
+    url, _ = mini_server
+    client = get_sync_client(url=url)
+    thread = client.threads.create()
+    paused = client.runs.wait(
+        thread["thread_id"], "tool_approval", input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]}
+    )
+    held = paused["__interrupt__"][0]["value"]
+    assert held["action_requests"][0]["name"] == "delete_account" and held["judge"] == "metadata"
+    done = client.runs.wait(thread["thread_id"], "tool_approval", command={"resume": {"decisions": [{"type": "approve"}]}})
+    assert [m["content"] for m in done["messages"] if m["type"] == "tool"] == ["deleted account 77"]

@@ -122,6 +122,40 @@ def taught_lines(taught: dict | None) -> list[str]:
     return [*lines, ""]
 
 
+def gate_lines() -> list[str]:
+    """The tool gate's question: its lane policy and the held-out measurement (bench/gate/*.json)."""
+    gate = ROOT / "bench" / "gate"
+    if not (gate / "heldout.json").is_file() or not (gate / "policy.json").is_file():
+        return []
+    policy = json.loads((gate / "policy.json").read_text())
+    held = json.loads((gate / "heldout.json").read_text())
+
+    def row(name: str, r: dict) -> str:
+        return f"| {name} | {r['risky']} | {r['benign']} | {pct(r['recall'])} | {pct(r['benign_held'])} | {r['auc']:.3f} |"
+
+    return [
+        "## The tool gate's question",
+        "",
+        "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
+        "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`).",
+        "Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
+        " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0).",
+        f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']}, block at >= {policy['block_at']} ({policy['rule']}).",
+        "Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
+        " [bench/gate/results.md](bench/gate/results.md)); stopped = held or blocked:",
+        "",
+        "| held-out set | risky | benign | risky stopped | benign stopped | ROC AUC |",
+        "|---|---:|---:|---:|---:|---:|",
+        row("all", held["all"]),
+        *[row(k, v) for k, v in held["per_source"].items()],
+        "",
+        f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held: "
+        f"{'met' if held['all']['recall'] >= 0.95 and held['all']['benign_held'] <= 0.30 else 'not met'}. A tool's own metadata"
+        " (`clef_agents.approval`: always / never) overrides the model.",
+        "",
+    ]
+
+
 def counted(name: str, key: str, m: dict) -> int | None:
     """How many test answers an accuracy-type metric is a share of (None for other metrics)."""
     if key == "accuracy":
@@ -417,10 +451,11 @@ def render() -> str:
         "",
         "Reliability diagrams: `bench/quality/results/mini/reliability_<dataset>_<type>.png`.",
         "",
+        *gate_lines(),
         "## Limitations",
         "",
         "- English text only; trained on short customer messages, reviews, SMS/comments, tool lists and NLI pairs.",
-        "- Taught weights answer only the eight taught questions (same instructions, option names among the taught",
+        "- Taught weights answer only the nine taught questions (same instructions, option names among the taught",
         "  ones); a reworded question, or one with a new option, is answered by the head alone (the \"head alone\" column).",
         "- Calibration of untaught questions is global per question type: teach a question you ask often",
         "  (`clef-agents teach`), or refit it with `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",

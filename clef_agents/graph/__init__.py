@@ -30,7 +30,11 @@ if TYPE_CHECKING:
         load_decision_model,
     )
     from clef_agents.graph.routing import (
+        GATE_ACTIONS,
+        LANES,
         DecisionGate,
+        GateAction,
+        Lane,
         decided_label,
         gate_lane,
         next_step,
@@ -38,8 +42,19 @@ if TYPE_CHECKING:
         route_by_noul,
         route_by_score,
     )
-    from clef_agents.graph.state import DecisionState, final_labels, response_from_state
-    from clef_agents.graph.tools import TOOL_RELEVANCE_QUESTION, GateVerdict, ToolGate, decision_tool, tools_state
+    from clef_agents.graph.state import DecisionState, ToolCallVerdict, ToolGateEntry, final_labels, response_from_state
+    from clef_agents.graph.tools import (
+        TOOL_RELEVANCE_QUESTION,
+        GateTurn,
+        GateVerdict,
+        ReviewDecision,
+        ToolGate,
+        call_key,
+        decision_tool,
+        parse_decision,
+        render_gate_state,
+        tools_state,
+    )
     from clef_agents.graph.traces import TraceStore
 
 _dynamic_imports: dict[str, str] = {
@@ -60,6 +75,10 @@ _dynamic_imports: dict[str, str] = {
     "demo_fake_model": "ready",
     "load_decision_model": "ready",
     "DecisionGate": "routing",
+    "GATE_ACTIONS": "routing",
+    "LANES": "routing",
+    "GateAction": "routing",
+    "Lane": "routing",
     "decided_label": "routing",
     "gate_lane": "routing",
     "next_step": "routing",
@@ -69,7 +88,14 @@ _dynamic_imports: dict[str, str] = {
     "DecisionState": "state",
     "final_labels": "state",
     "response_from_state": "state",
+    "ToolCallVerdict": "state",
+    "ToolGateEntry": "state",
+    "GateTurn": "tools",
     "GateVerdict": "tools",
+    "ReviewDecision": "tools",
+    "call_key": "tools",
+    "parse_decision": "tools",
+    "render_gate_state": "tools",
     "ToolGate": "tools",
     "decision_tool": "tools",
     "TOOL_RELEVANCE_QUESTION": "tools",

@@ -32,7 +32,7 @@ from clef_agents import wire
 from clef_agents.graph.fakes import FakeToolCallingChatModel
 from clef_agents.graph.routing import DecisionGate, route_by_choice, route_by_noul
 from clef_agents.graph.state import DecisionState, final_labels
-from clef_agents.graph.tools import QUESTION_ID, ToolGate
+from clef_agents.graph.tools import APPROVAL_METADATA, QUESTION_ID, SHIPPED_BLOCK_AT, SHIPPED_HOLD_AT, ToolGate
 from clef_agents.graph.traces import TraceStore
 from clef_agents.policy import LanePolicy
 from clef_agents.testing import FakeDecisionModel
@@ -160,8 +160,9 @@ def _keyword_answers(state: Any, questions: Mapping[str, Any]) -> dict[str, Any]
 
 
 def _tool_risk(state: Any) -> float:
-    call = state.get("proposed_tool_call", {}) if isinstance(state, Mapping) else {}
-    return {"lookup_order": 0.03, "issue_refund": 0.72, "delete_account": 0.99}.get(call.get("tool"), 0.6)
+    first = wire.state_text(state).split("\n", 1)[0]
+    tool = re.match(r"Proposed tool call: (\w+)", first)
+    return {"lookup_order": 0.03, "issue_refund": 0.72, "delete_account": 0.99}.get(tool.group(1) if tool else "", 0.6)
 
 
 def demo_fake_model() -> FakeDecisionModel:
@@ -317,6 +318,7 @@ def delete_account(user_id: str) -> str:
     return f"deleted account {user_id}"
 
 
+delete_account.metadata = {APPROVAL_METADATA: "always"}  # its author says: a person approves every deletion
 DEMO_TOOLS = (lookup_order, issue_refund, delete_account)
 
 
@@ -340,17 +342,25 @@ def demo_agent_model() -> FakeToolCallingChatModel:
     return FakeToolCallingChatModel(model_name="fake-scripted-agent", respond=respond)
 
 
+class ToolApprovalState(MessagesState, DecisionState, total=False):
+    """State of the tool-approval graph: the conversation and the gate's verdicts (``decisions``)."""
+
+
 def build_tool_approval(
     model: BaseDecisionModel,
     *,
     agent_model: BaseChatModel | None = None,
     tools: tuple[Any, ...] = DEMO_TOOLS,
     traces: TraceStore | str | Path | None = None,
-    hold_at: float = 0.5,
-    block_at: float = 0.97,
+    hold_at: float = SHIPPED_HOLD_AT,
+    block_at: float = SHIPPED_BLOCK_AT,
     checkpointer: Any = None,
 ) -> Any:
     """An agent whose every tool call is judged first: run, wait for approval, or refuse.
+
+    Input: ``{"messages": [...]}``. The ``tool_gate`` node judges each proposed call and keeps the
+    verdict in ``state["decisions"]["tool_gate"]``; the ``tools`` node runs, holds (``interrupt()``
+    with a ``HumanInTheLoopMiddleware``-shaped request) or refuses it.
 
     Example:
         >>> g = build_tool_approval(demo_fake_model())
@@ -358,20 +368,22 @@ def build_tool_approval(
         'Result: order 12: shipped'
     """
     agent = (agent_model or demo_agent_model()).bind_tools(list(tools))
-    gate = ToolGate(model, hold_at=hold_at, block_at=block_at, traces=traces, name="tool_gate")
+    gate = ToolGate(model, hold_at=hold_at, block_at=block_at, traces=traces, name="tool_gate", tools=list(tools))
 
-    def call_agent(state: MessagesState) -> dict[str, Any]:
+    def call_agent(state: ToolApprovalState) -> dict[str, Any]:
         return {"messages": [agent.invoke(state["messages"])]}
 
-    def after_agent(state: MessagesState) -> str:
+    def after_agent(state: ToolApprovalState) -> str:
         last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+        return gate.name if isinstance(last, AIMessage) and last.tool_calls else END
 
-    builder = StateGraph(MessagesState)
+    builder = StateGraph(ToolApprovalState)
     builder.add_node("agent", call_agent)
+    builder.add_node(gate.name, gate.node(list(tools)))
     builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", after_agent, ["tools", END])
+    builder.add_conditional_edges("agent", after_agent, [gate.name, END])
+    builder.add_edge(gate.name, "tools")
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer, name="tool_approval")
 

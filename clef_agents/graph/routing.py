@@ -25,7 +25,22 @@ from clef_agents.graph.escalation import HumanEscalationNode, LLMEscalationNode
 from clef_agents.graph.node import DecisionNode, InputSpec, SliceSpec
 from clef_agents.graph.state import gate_entry, pending_questions, response_from_state
 from clef_agents.graph.traces import TraceStore
+from clef_agents.lanes import GATE_ACTIONS, LANES, GateAction, Lane
 from clef_agents.policy import LanePolicy
+
+__all__ = [
+    "GATE_ACTIONS",
+    "LANES",
+    "DecisionGate",
+    "GateAction",
+    "Lane",
+    "decided_label",
+    "gate_lane",
+    "next_step",
+    "route_by_choice",
+    "route_by_noul",
+    "route_by_score",
+]
 
 Router = Callable[[Mapping[str, Any]], str]
 
@@ -109,7 +124,7 @@ def route_by_score(gate: str, question_id: str, bands: Mapping[int, str]) -> Rou
     return _typed(route, [node for _, node in ordered])
 
 
-def next_step(entry: Mapping[str, Any], *, has_llm: bool) -> Literal["done", "llm", "human"]:
+def next_step(entry: Mapping[str, Any], *, has_llm: bool) -> Literal["done", "llm", "human"]:  # "done" or a lane
     """What a gate needs next: ``done`` (every question has a final label), ``llm`` or ``human``.
 
     Example:
@@ -125,10 +140,16 @@ def next_step(entry: Mapping[str, Any], *, has_llm: bool) -> Literal["done", "ll
     return "human"
 
 
-def gate_lane(entry: Mapping[str, Any]) -> str:
-    """The gate's overall lane: the most escalated lane among its questions."""
+def gate_lane(entry: Mapping[str, Any]) -> Lane:
+    """The gate's overall lane: the most escalated lane among its questions (``LANES`` is ordered
+    from least to most escalated).
+
+    Example:
+        >>> gate_lane({"route": {"a": {"lane": "auto"}, "b": {"lane": "llm"}}})
+        'llm'
+    """
     lanes = {item["lane"] for item in entry["route"].values()}
-    return "human" if "human" in lanes else "llm" if "llm" in lanes else "auto"
+    return max(lanes, key=LANES.index) if lanes else LANES[0]
 
 
 class DecisionGate:

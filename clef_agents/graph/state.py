@@ -24,8 +24,10 @@ from langchain_core.decisions import Answer, ClassifierResponse
 from typing_extensions import TypedDict
 
 from clef_agents import wire
+from clef_agents.lanes import GateAction, Lane
 
-Source = Literal["auto", "llm", "human"]
+Source = Lane
+"""Who gave a final label (the lane vocabulary of ``clef_agents.lanes``)."""
 DECISIONS_KEY = "decisions"
 
 
@@ -49,6 +51,50 @@ class DecisionState(TypedDict, total=False):
     """
 
     decisions: Annotated[dict[str, Any], merge_decisions]
+
+
+Judge = Literal["model", "metadata", "fail_closed"]
+"""What settled a tool-gate verdict: the decision model, the tool's own metadata, or a failure
+(the model raised, timed out or gave no valid probability), which blocks."""
+
+
+class ToolCallVerdict(TypedDict):
+    """The tool gate's verdict on one proposed call, kept in graph state so that a resumed
+    approval reads it instead of judging again (in the same process or another one).
+
+    Example:
+        >>> v: ToolCallVerdict = {"tool_call_id": "c1", "tool": "pay", "call_hash": "ab12", "action": "hold",
+        ...     "lane": "human", "probability": 0.7, "reason": "p(needs approval)=0.700 >= hold_at 0.2",
+        ...     "judge": "model", "trace_id": None}
+        >>> v["lane"]
+        'human'
+    """
+
+    tool_call_id: str | None
+    tool: str
+    call_hash: str
+    """Hash of the tool name and arguments: part of the key, so a verdict never serves another call."""
+    action: GateAction
+    lane: Lane
+    probability: float | None
+    reason: str
+    judge: Judge
+    trace_id: str | None
+
+
+class ToolGateEntry(TypedDict):
+    """A tool gate's entry in ``state["decisions"][gate_name]``: one verdict per call key
+    (``tool_call_id:call_hash``, see ``clef_agents.graph.tools.call_key``).
+
+    Example:
+        >>> entry: ToolGateEntry = {"gate": "tool_gate", "kind": "tool_gate", "calls": {}}
+        >>> entry["kind"]
+        'tool_gate'
+    """
+
+    gate: str
+    kind: Literal["tool_gate"]
+    calls: dict[str, ToolCallVerdict]
 
 
 def input_hash(state_input: Any, questions: Mapping[str, wire.TextQuestion]) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from clef_agents import wire
+from clef_agents.lanes import LANES, Lane
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
@@ -43,14 +44,15 @@ CREATE TABLE IF NOT EXISTS outcomes (
     trace_id TEXT NOT NULL REFERENCES decisions (trace_id),
     question_id TEXT NOT NULL,
     label_json TEXT NOT NULL,
-    source TEXT NOT NULL CHECK (source IN ('auto', 'llm', 'human')),
+    source TEXT NOT NULL CHECK (source IN ({sources})),
     detail_json TEXT NOT NULL,
     decided_at REAL NOT NULL,
     PRIMARY KEY (trace_id, question_id)
 );
 """
 
-SOURCES = ("auto", "llm", "human")
+SOURCES: tuple[Lane, ...] = LANES
+"""Who may give an outcome: the lanes of ``clef_agents.lanes``."""
 
 
 class TraceStore:
@@ -71,7 +73,7 @@ class TraceStore:
         self._lock = threading.Lock()
         with self._connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
+            conn.executescript(_SCHEMA.format(sources=", ".join(f"'{lane}'" for lane in LANES)))
 
     def __repr__(self) -> str:
         return f"TraceStore({str(self.path)!r})"
