@@ -552,3 +552,59 @@ def test_the_lane_vocabulary_is_spelled_out_in_one_module_only():
         if '"auto", "llm", "human"' in text or '"allow", "hold", "block"' in text
     ]
     assert spelled == ["lanes.py"]
+
+
+# --------------------------------------------------------------------------- reviews before any tool runs
+
+
+def reviewed_graph(gate, calls, tools=(pay,), checkpointer=None):
+    """agent → gate.node → gate.review_node → guarded ToolNode: reviews happen before any tool runs."""
+    builder = StateGraph(GateState)
+    builder.add_node("agent", lambda s: {"messages": [AIMessage("", tool_calls=calls)]})
+    builder.add_node("gate", gate.node(list(tools)))
+    builder.add_node("review", gate.review_node(list(tools)))
+    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "gate")
+    builder.add_edge("gate", "review")
+    builder.add_edge("review", "tools")
+    builder.add_edge("tools", END)
+    return builder.compile(checkpointer=checkpointer or InMemorySaver())
+
+
+def test_a_call_allowed_beside_held_ones_runs_once_after_every_review():
+    """Two held calls and an allowed one in one AI message: nothing runs until both reviews are in,
+    then each approved or allowed call runs exactly once (at the tool step a resume would re-run it)."""
+    RAN.clear()
+    model = FakeDecisionModel(answer_fn=risk_by_amount)
+    calls = [call(5, "ann", "c1"), call(100, "bob", "c2"), call(200, "cy", "c3")]
+    graph = reviewed_graph(ToolGate(model, hold_at=0.5), calls)
+    first = graph.invoke({"messages": [HumanMessage("pay them")]}, cfg("r"))
+    assert first["__interrupt__"][0].value["tool_call_id"] == "c2" and RAN == []
+    second = graph.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("r"))
+    assert second["__interrupt__"][0].value["tool_call_id"] == "c3" and RAN == []
+    done = graph.invoke(Command(resume={"decisions": [{"type": "reject", "message": "not cy"}]}), cfg("r"))
+    assert sorted(RAN) == ["pay ann 5.0", "pay bob 100.0"]
+    assert "a reviewer rejected it: not cy" in done["messages"][-1].content
+    assert len(model.calls) == 3, "each call judged once; resumes never ask the model"
+    reviews = {k: v.get("review") for k, v in done["decisions"]["tool_gate"]["calls"].items()}
+    assert reviews[call_key(calls[0])] is None
+    assert reviews[call_key(calls[1])] == {"type": "approve", "args": None, "message": None}
+    assert reviews[call_key(calls[2])]["type"] == "reject"
+
+
+def test_a_stored_edit_runs_with_the_edited_arguments_and_a_bad_edit_asks_again():
+    RAN.clear()
+    graph = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(100)])
+    graph.invoke({"messages": [HumanMessage("pay bob 100")]}, cfg("e"))
+    bad = graph.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob"}}}]}), cfg("e"))
+    assert "amount" in bad["__interrupt__"][0].value["error"] and RAN == []
+    done = graph.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 9}}}]}), cfg("e"))
+    assert RAN == ["pay bob 9.0"] and "paid 9.0 to bob" in done["messages"][-1].content
+
+
+def test_the_review_step_asks_nothing_when_no_call_is_held():
+    RAN.clear()
+    out = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(5)]).invoke(
+        {"messages": [HumanMessage("pay bob 5")]}, cfg("n"))
+    assert "__interrupt__" not in out and RAN == ["pay bob 5.0"]

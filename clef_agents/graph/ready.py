@@ -359,8 +359,9 @@ def build_tool_approval(
     """An agent whose every tool call is judged first: run, wait for approval, or refuse.
 
     Input: ``{"messages": [...]}``. The ``tool_gate`` node judges each proposed call and keeps the
-    verdict in ``state["decisions"]["tool_gate"]``; the ``tools`` node runs, holds (``interrupt()``
-    with a ``HumanInTheLoopMiddleware``-shaped request) or refuses it.
+    verdict in ``state["decisions"]["tool_gate"]``; ``tool_gate_review`` asks a person about each
+    held call (``interrupt()`` with a ``HumanInTheLoopMiddleware``-shaped request) before any tool
+    runs; the ``tools`` node then runs, runs as edited, or refuses each call.
 
     Example:
         >>> g = build_tool_approval(demo_fake_model())
@@ -380,10 +381,13 @@ def build_tool_approval(
     builder = StateGraph(ToolApprovalState)
     builder.add_node("agent", call_agent)
     builder.add_node(gate.name, gate.node(list(tools)))
+    review = gate.review_node(list(tools))
+    builder.add_node(review.name, review)
     builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", after_agent, [gate.name, END])
-    builder.add_edge(gate.name, "tools")
+    builder.add_edge(gate.name, review.name)
+    builder.add_edge(review.name, "tools")
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer, name="tool_approval")
 

@@ -6,7 +6,7 @@ that memoises the gate, the route trace (lane, probability and reason per questi
 final label of each question with who decided it (``auto``, ``llm`` or ``human``).
 
 Example:
-    >>> from typing_extensions import TypedDict
+    >>> from typing_extensions import NotRequired, TypedDict
     >>> class MyState(DecisionState):
     ...     ticket: str
     >>> merge_decisions({"a": {"x": 1}}, {"b": {"y": 2}})
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from langchain_core.decisions import Answer, ClassifierResponse
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from clef_agents import wire
 from clef_agents.lanes import GateAction, Lane
@@ -58,6 +58,21 @@ Judge = Literal["model", "metadata", "fail_closed"]
 (the model raised, timed out or gave no valid probability), which blocks."""
 
 
+class ToolReview(TypedDict):
+    """A reviewer's decision on a held call, kept in graph state by the gate's review step so that
+    the tool step acts on it without asking again.
+
+    Example:
+        >>> r: ToolReview = {"type": "reject", "args": None, "message": "not today"}
+        >>> r["type"]
+        'reject'
+    """
+
+    type: Literal["approve", "edit", "reject"]
+    args: dict[str, Any] | None
+    message: str | None
+
+
 class ToolCallVerdict(TypedDict):
     """The tool gate's verdict on one proposed call, kept in graph state so that a resumed
     approval reads it instead of judging again (in the same process or another one).
@@ -80,6 +95,8 @@ class ToolCallVerdict(TypedDict):
     reason: str
     judge: Judge
     trace_id: str | None
+    review: NotRequired[ToolReview]
+    """Set by ``ToolGate.review_node`` once a person decided on a held call."""
 
 
 class ToolGateEntry(TypedDict):

@@ -50,6 +50,7 @@ from clef_agents.graph.state import (
     Judge,
     ToolCallVerdict,
     ToolGateEntry,
+    ToolReview,
     merge_decisions,
     response_to_state,
 )
@@ -622,6 +623,58 @@ class ToolGate:
 
         return RunnableLambda(judge_calls, afunc=ajudge_calls, name=self.name)
 
+    def stored_review(self, state: Any, tool_call: Mapping[str, Any]) -> ReviewDecision | None:
+        """The reviewer's decision kept in graph state for exactly this call (by ``review_node``), or None."""
+        item = self.entry(state)["calls"].get(call_key(tool_call)) or {}
+        review = item.get("review")
+        if not review:
+            return None
+        return ReviewDecision(review["type"], review.get("args"), review.get("message"), name=str(tool_call.get("name")))
+
+    def held_unreviewed(self, state: Any) -> list[Mapping[str, Any]]:
+        """Calls of the last AI message whose stored verdict is *hold* and that have no review yet."""
+        messages = _messages(state)
+        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        if last is None:
+            return []
+        calls = self.entry(state)["calls"]
+        return [c for c in last.tool_calls if (calls.get(call_key(c)) or {}).get("action") == "hold" and not calls[call_key(c)].get("review")]
+
+    def review_pending(self, state: Any, tools: Sequence[BaseTool] = ()) -> dict[str, Any]:
+        """Ask a person about every held, unreviewed call of the last AI message (one ``interrupt()``
+        each, in call order) and return the state update that keeps the decisions."""
+        by_name = {t.name: t for t in tools}
+        entry = self.entry(state)
+        reviewed = []
+        for call in self.held_unreviewed(state):
+            verdict = self.stored_verdict(state, call)
+            decision = self.review(call, verdict, by_name.get(str(call.get("name"))))
+            reviewed.append((call, decision))
+        if not reviewed:
+            return {}
+        for call, decision in reviewed:
+            key = call_key(call)
+            entry["calls"][key] = {**entry["calls"][key], "review": review_entry(decision)}
+        return {DECISIONS_KEY: {self.name: entry}}
+
+    def review_node(self, tools: Sequence[BaseTool] = ()) -> RunnableLambda:
+        """A graph node that asks a person about every held call of the turn *before any tool
+        runs*, and keeps the decisions in graph state; put it between ``gate.node(tools)`` and the
+        ``ToolNode``. Without it a held call is reviewed at the tool step, where a resume re-runs
+        the whole step (and with it the calls allowed beside the held one).
+
+        Example:
+            >>> from clef_agents.testing import FakeDecisionModel
+            >>> ToolGate(FakeDecisionModel()).review_node().name
+            'tool_gate_review'
+        """
+        tools = list(tools)
+
+        def review_calls(state: Any) -> dict[str, Any]:
+            return self.review_pending(state, tools)
+
+        return RunnableLambda(review_calls, name=f"{self.name}_review")
+
     def _settled(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None) -> tuple[GateVerdict | None, bool]:
         """(verdict, still to record) from the tool's metadata or graph state; (None, False) when
         the call must be judged now. The tool's metadata wins over a verdict the model gave."""
@@ -738,7 +791,7 @@ class ToolGate:
             return handler(request)
         if verdict.action == "block":
             return self.refusal(call, f"it was blocked by the tool gate ({verdict.reason})")
-        decision = self.review(call, verdict, request.tool)
+        decision = self.stored_review(request.state, call) or self.review(call, verdict, request.tool)
         if decision.type == "reject":
             return self.rejection(call, decision)
         return _noted(handler(_edited(request, decision)), decision)
@@ -753,8 +806,10 @@ class ToolGate:
             return await handler(request)
         if verdict.action == "block":
             return self.refusal(call, f"it was blocked by the tool gate ({verdict.reason})")
-        decision = self.ask(call, verdict, request.tool)
-        await asyncio.to_thread(self.record_review, verdict, decision)
+        decision = self.stored_review(request.state, call)
+        if decision is None:
+            decision = self.ask(call, verdict, request.tool)
+            await asyncio.to_thread(self.record_review, verdict, decision)
         if decision.type == "reject":
             return self.rejection(call, decision)
         return _noted(await handler(_edited(request, decision)), decision)
@@ -825,7 +880,7 @@ class ToolGate:
             if verdict.action == "block":
                 return gate.refusal(call, f"it was blocked by the tool gate ({verdict.reason})").content
             if verdict.action == "hold":
-                decision = gate.review(call, verdict, tool)
+                decision = gate.stored_review(state, call) or gate.review(call, verdict, tool)
                 if decision.type == "reject":
                     return gate.rejection(call, decision).content
                 kwargs = decision.args if decision.type == "edit" and decision.args is not None else kwargs
@@ -864,6 +919,16 @@ def verdict_entry(tool_call: Mapping[str, Any], verdict: GateVerdict) -> ToolCal
         "judge": verdict.judge,
         "trace_id": verdict.trace_id,
     }
+
+
+def review_entry(decision: ReviewDecision) -> ToolReview:
+    """A reviewer's decision as the JSON-ready entry kept in graph state.
+
+    Example:
+        >>> review_entry(ReviewDecision("reject", message="no"))
+        {'type': 'reject', 'args': None, 'message': 'no'}
+    """
+    return {"type": decision.type, "args": decision.args, "message": decision.message}
 
 
 def _failed(exc: BaseException) -> GateVerdict:
