@@ -608,3 +608,30 @@ def test_the_review_step_asks_nothing_when_no_call_is_held():
     out = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(5)]).invoke(
         {"messages": [HumanMessage("pay bob 5")]}, cfg("n"))
     assert "__interrupt__" not in out and RAN == ["pay bob 5.0"]
+
+
+async def test_the_review_step_works_on_the_async_path():
+    RAN.clear()
+    graph = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(5, "ann", "c1"), call(100, "bob", "c2")])
+    paused = await graph.ainvoke({"messages": [HumanMessage("pay them")]}, cfg("as"))
+    assert paused["__interrupt__"][0].value["tool_call_id"] == "c2" and RAN == []
+    await graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("as"))
+    assert sorted(RAN) == ["pay ann 5.0", "pay bob 100.0"]
+
+
+
+def test_agent_middleware_runs_a_call_allowed_beside_a_held_one_once():
+    """create_agent sends each tool call to the tools as its own task, so a resume re-runs only the held one."""
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+
+    RAN.clear()
+    model = FakeDecisionModel(answer_fn=risk_by_amount)
+    calls = [call(5, "ann", "c1"), call(100, "bob", "c2")]
+    agent_model = FakeToolCallingChatModel(responses=[AIMessage("", tool_calls=calls), AIMessage("Done.")])
+    agent = create_agent(agent_model, tools=[pay], middleware=[ToolGate(model, hold_at=0.5).middleware()], checkpointer=InMemorySaver())
+    paused = agent.invoke({"messages": [HumanMessage("pay them")]}, cfg("mwr"))
+    assert paused["__interrupt__"][0].value["tool_call_id"] == "c2"
+    out = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("mwr"))
+    assert sorted(RAN) == ["pay ann 5.0", "pay bob 100.0"] and out["messages"][-1].content == "Done."
+    assert len(model.calls) == 2
