@@ -17,11 +17,11 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from clef_agents import wire
 
+from bench.baselines.methods import softmax
 from bench.general.tasks import Item, Task, Variant
 
 QUESTION_ID = "q"
@@ -113,7 +113,7 @@ class LabelCosineAnswerer(Answerer):
         out = []
         for row in sims.tolist():
             logits = [max(SIMILARITY_SCALE * row[i] for i in members) for members in slots]
-            out.append(_softmax(logits))
+            out.append(softmax(logits))
         return out
 
     def _state_matrix(self, task: Task, items: list[Item]) -> Any:
@@ -142,13 +142,6 @@ class LabelCosineAnswerer(Answerer):
         for i, label in enumerate(task.label_names):
             slots[variant.gold(label)].append(i)
         return texts, slots
-
-
-def _softmax(logits: list[float]) -> list[float]:
-    top = max(logits)
-    exps = [math.exp(x - top) for x in logits]
-    total = sum(exps)
-    return [e / total for e in exps]
 
 
 class PrefillLMAnswerer(Answerer):

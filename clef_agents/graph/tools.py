@@ -581,12 +581,8 @@ class ToolGate:
 
     def pending_calls(self, state: Any) -> list[Mapping[str, Any]]:
         """Guarded calls of the last AI message that have no stored verdict yet."""
-        messages = _messages(state)
-        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        if last is None:
-            return []
         stored = self.entry(state)["calls"]
-        return [c for c in last.tool_calls if self.guards(c.get("name")) and call_key(c) not in stored]
+        return [c for c in _last_tool_calls(state) if self.guards(c.get("name")) and call_key(c) not in stored]
 
     def _update(self, state: Any, judged: Sequence[tuple[Mapping[str, Any], GateVerdict]]) -> dict[str, Any]:
         if not judged:
@@ -633,12 +629,8 @@ class ToolGate:
 
     def held_unreviewed(self, state: Any) -> list[Mapping[str, Any]]:
         """Calls of the last AI message whose stored verdict is *hold* and that have no review yet."""
-        messages = _messages(state)
-        last = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        if last is None:
-            return []
         calls = self.entry(state)["calls"]
-        return [c for c in last.tool_calls if (calls.get(call_key(c)) or {}).get("action") == "hold" and not calls[call_key(c)].get("review")]
+        return [c for c in _last_tool_calls(state) if (calls.get(call_key(c)) or {}).get("action") == "hold" and not calls[call_key(c)].get("review")]
 
     def review_pending(self, state: Any, tools: Sequence[BaseTool] = ()) -> dict[str, Any]:
         """Ask a person about every held, unreviewed call of the last AI message (one ``interrupt()``
@@ -1025,6 +1017,12 @@ def _turns(message: BaseMessage, proposed_id: Any) -> list[GateTurn]:
             return turns
         return turns + [GateTurn("agent action", _call_text(c)) for c in message.tool_calls]
     return []
+
+
+def _last_tool_calls(state: Any) -> list[Mapping[str, Any]]:
+    """The tool calls of the last AI message in a graph state (none when there is no AI message)."""
+    last = next((m for m in reversed(_messages(state)) if isinstance(m, AIMessage)), None)
+    return [] if last is None else list(last.tool_calls)
 
 
 def _messages(state: Any) -> list[Any]:
