@@ -810,7 +810,13 @@ class ToolGate:
         """This gate as LangChain 1.x agent middleware (``create_agent(..., middleware=[gate.middleware()])``):
         it judges each model turn's calls in ``after_model`` and stores the verdicts in the agent's
         state, and reviews held calls in ``wrap_tool_call``."""
-        AgentMiddleware, AgentState = _agent_middleware_types()  # noqa: N806 - classes
+        try:
+            from langchain.agents.middleware import AgentMiddleware, AgentState
+        except ImportError as exc:
+            raise ImportError(
+                "ToolGate.middleware() needs LangChain's agent framework: pip install 'clef-agents[agents]' "
+                "(or use ToolNode(tools, wrap_tool_call=gate.wrap_tool_call))"
+            ) from exc
         gate = self
 
         class ToolGateState(AgentState):  # type: ignore[misc,valid-type]
@@ -905,18 +911,6 @@ def verdict_entry(tool_call: Mapping[str, Any], verdict: GateVerdict) -> ToolCal
         "judge": verdict.judge,
         "trace_id": verdict.trace_id,
     }
-
-
-def _agent_middleware_types() -> tuple[Any, Any]:
-    """LangChain's ``AgentMiddleware`` and ``AgentState``, or an ImportError saying what to install."""
-    try:
-        from langchain.agents.middleware import AgentMiddleware, AgentState
-    except ImportError as exc:
-        raise ImportError(
-            "ToolGate.middleware() needs LangChain's agent framework: pip install 'clef-agents[agents]' "
-            "(or use ToolNode(tools, wrap_tool_call=gate.wrap_tool_call))"
-        ) from exc
-    return AgentMiddleware, AgentState
 
 
 def review_entry(decision: ReviewDecision) -> ToolReview:
