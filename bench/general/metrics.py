@@ -16,13 +16,12 @@ Example:
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from clef_agents.train.metrics import expected_calibration_error
+from clef_agents.train.metrics import expected_calibration_error, is_finite_number
 
 GAP_LIMIT = 0.15
 """Coherence gaps at or under this count as coherent (the issue's negation target)."""
@@ -90,10 +89,21 @@ def variant_metrics(kind: str, probabilities: Sequence[Sequence[float]], gold: S
     else:
         out["ece"] = expected_calibration_error(probs.max(1), (pred == true).astype(float))
     if kind == "score":
-        expected = probs @ np.arange(probs.shape[1])
+        expected = expected_levels(probs)
         out["spearman"] = spearman(expected, true)
         out["mae_expected"] = float(np.abs(expected - true).mean())
     return out
+
+
+def expected_levels(probabilities: Sequence[Sequence[float]]) -> np.ndarray:
+    """Σ i·p_i per row: the expected level of each score answer.
+
+    Example:
+        >>> expected_levels([[0.5, 0.0, 0.5], [0.0, 0.0, 1.0]]).tolist()
+        [1.0, 2.0]
+    """
+    probs = np.asarray(probabilities, dtype=float)
+    return probs @ np.arange(probs.shape[1])
 
 
 def negation_gaps(p_yes: Sequence[float], p_yes_negated: Sequence[float]) -> np.ndarray:
@@ -116,13 +126,26 @@ def agreement(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> flo
     return float((np.asarray(a).argmax(1) == np.asarray(b).argmax(1)).mean())
 
 
+def finite(values: Iterable[Any]) -> list[float]:
+    """The finite numbers among ``values`` (NaN metrics, e.g. AUROC with one class, left out)."""
+    return [float(v) for v in values if is_finite_number(v)]
+
+
+def finite_mean(values: Iterable[Any]) -> float:
+    """Mean of the finite values; NaN when there are none."""
+    kept = finite(values)
+    return sum(kept) / len(kept) if kept else float("nan")
+
+
+def finite_min(values: Iterable[Any]) -> float:
+    """Smallest finite value; NaN when there are none."""
+    kept = finite(values)
+    return min(kept) if kept else float("nan")
+
+
 def over_wordings(per_variant: dict[str, dict[str, Any]], keys: Sequence[str], metric: str) -> dict[str, float]:
     """Mean, min, max and spread of ``metric`` over the variants ``keys`` (NaNs left out)."""
-    values = [per_variant[k][metric] for k in keys if k in per_variant and _finite(per_variant[k].get(metric))]
+    values = finite(per_variant[k].get(metric) for k in keys if k in per_variant)
     if not values:
         return {"mean": float("nan"), "min": float("nan"), "max": float("nan"), "spread": float("nan")}
-    return {"mean": float(np.mean(values)), "min": float(min(values)), "max": float(max(values)), "spread": float(max(values) - min(values))}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+    return {"mean": float(np.mean(values)), "min": min(values), "max": max(values), "spread": max(values) - min(values)}

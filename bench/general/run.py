@@ -83,8 +83,7 @@ def coherence(task: Task, probabilities: dict[str, list[list[float]]]) -> dict[s
         }
     if task.type == "score":
         levels = len(task.levels)
-        expected = [sum(i * p for i, p in enumerate(row)) for row in probabilities["plain"]]
-        expected_rev = [sum(i * p for i, p in enumerate(row)) for row in probabilities["negated"]]
+        expected, expected_rev = M.expected_levels(probabilities["plain"]), M.expected_levels(probabilities["negated"])
         return {"score_complement": M.gap_summary(M.score_complement_gaps(expected, expected_rev, levels))}
     return {"bare_vs_described_agreement": M.agreement(probabilities["plain"], probabilities["plain_described"])}
 
@@ -103,38 +102,28 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
         "seen_tasks": [t["task"] for t in tasks if t.get("seen")],
         "noul": {
             "tasks": len(nouls),
-            "auroc_mean": _mean(t["over_wordings"]["mean"] for t in nouls),
-            "auroc_worst_wording": _min(noul_wordings),
+            "auroc_mean": M.finite_mean(t["over_wordings"]["mean"] for t in nouls),
+            "auroc_worst_wording": M.finite_min(noul_wordings),
             "wordings_below_0.8": sum(1 for v in noul_wordings if v < 0.8),
             "wordings_inverted": sum(1 for v in noul_wordings if v < 0.5),
             "wordings": len(noul_wordings),
-            "ece_mean": _mean(t["ece_over_wordings"]["mean"] for t in nouls),
-            "negation_share_within": _mean(t["coherence"]["negation"]["share_within"] for t in nouls),
-            "yes_no_vs_choice_agreement": _mean(t["coherence"]["yes_no_vs_choice_agreement"] for t in nouls),
+            "ece_mean": M.finite_mean(t["ece_over_wordings"]["mean"] for t in nouls),
+            "negation_share_within": M.finite_mean(t["coherence"]["negation"]["share_within"] for t in nouls),
+            "yes_no_vs_choice_agreement": M.finite_mean(t["coherence"]["yes_no_vs_choice_agreement"] for t in nouls),
         },
         "choice": {
             "tasks": len(choices),
-            "accuracy_bare": _mean(t["over_wordings"]["mean"] for t in choices),
-            "accuracy_described": _mean(t["over_wordings_described"]["mean"] for t in choices),
-            "ece_mean": _mean(t["ece_over_wordings"]["mean"] for t in choices),
+            "accuracy_bare": M.finite_mean(t["over_wordings"]["mean"] for t in choices),
+            "accuracy_described": M.finite_mean(t["over_wordings_described"]["mean"] for t in choices),
+            "ece_mean": M.finite_mean(t["ece_over_wordings"]["mean"] for t in choices),
         },
         "score": {
             "tasks": len(scores),
-            "spearman_mean": _mean(t["over_wordings"]["mean"] for t in scores),
-            "spearman_worst_wording": _min(t["variants"][w]["spearman"] for t in scores for w in WORDINGS),
-            "complement_share_within": _mean(t["coherence"]["score_complement"]["share_within"] for t in scores),
+            "spearman_mean": M.finite_mean(t["over_wordings"]["mean"] for t in scores),
+            "spearman_worst_wording": M.finite_min(t["variants"][w]["spearman"] for t in scores for w in WORDINGS),
+            "complement_share_within": M.finite_mean(t["coherence"]["score_complement"]["share_within"] for t in scores),
         },
     }
-
-
-def _mean(values: Any) -> float:
-    finite = [v for v in values if M._finite(v)]
-    return float(sum(finite) / len(finite)) if finite else float("nan")
-
-
-def _min(values: Any) -> float:
-    finite = [v for v in values if M._finite(v)]
-    return float(min(finite)) if finite else float("nan")
 
 
 # --------------------------------------------------------------------------- contenders
