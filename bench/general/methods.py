@@ -69,27 +69,22 @@ class ModelAnswerer(Answerer):
 
 
 class SparrowAnswerer(Answerer):
-    """``sparrow-decider`` (its bundled default model), one encoder pass per question."""
+    """``sparrow-decider`` (its bundled default model) through ``bench.baselines``' ``SparrowMethod``,
+    one encoder pass per question."""
 
     key = "sparrow"
     title = "sparrow-decider"
 
     def __init__(self) -> None:
-        from sparrow_decider import DEFAULT_MODEL, Decider
+        from bench.baselines.methods import SparrowMethod
 
-        self.model_name = DEFAULT_MODEL
-        self.decider = Decider.load(DEFAULT_MODEL)
+        self.method = SparrowMethod()
 
     def answer(self, task: Task, variant: Variant, items: list[Item]) -> list[list[float]]:
-        out = []
-        for item in items:
-            kind, _, _, p = self.decider.probs(item.state, variant.question)
-            probs = [float(x) for x in p]
-            out.append([probs[1], probs[0]] if kind == "noul" else probs)  # sparrow orders noul as (false, true)
-        return out
+        return [self.method.predict({"state": item.state, "questions": {QUESTION_ID: variant.question}})[QUESTION_ID] for item in items]
 
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "model": self.model_name}
+        return {**super().info(), "model": self.method.model_name}
 
 
 class LabelCosineAnswerer(Answerer):
