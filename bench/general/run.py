@@ -30,9 +30,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.general import metrics as M  # noqa: E402
-from bench.general.methods import Answerer  # noqa: E402
-from bench.general.tasks import WORDINGS, Item, Task, load_tasks, sample_items, tasks_sha256  # noqa: E402
+from bench.general import metrics as M
+from bench.general.methods import Answerer
+from bench.general.tasks import (
+    WORDINGS,
+    Item,
+    Task,
+    load_tasks,
+    sample_items,
+    tasks_sha256,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_METHODS = ("mini", "label_cosine", "sparrow")
@@ -161,8 +168,16 @@ def model_answerer(key: str, where: str) -> Answerer:
     from clef_agents.model import ClefDecisionModel
 
     model = ClefDecisionModel.from_pretrained(where)
-    trained_on = list((model.config.data_card or {}).get("datasets", []))
-    return ModelAnswerer(key, model, title=f"clef_agents model {where}", trained_on=trained_on)
+    return ModelAnswerer(key, model, title=f"clef_agents model {where}", trained_on=untaught_trained_on(model))
+
+
+def untaught_trained_on(model: Any) -> list[str]:
+    """The data sets behind the part that answers untaught questions: the question reader's when the
+    checkpoint has one (the routing head is then not asked), else the whole model's data card."""
+    reader = model.engine.reader
+    if reader is not None:
+        return list(reader.config.trained_on.get("sets", []))
+    return list((model.config.data_card or {}).get("datasets", []))
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -7,7 +7,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from langchain_core.decisions import BaseDecisionModel, ClassifierRequest, ClassifierResponse, Question, State
+from langchain_core.decisions import (
+    BaseDecisionModel,
+    ClassifierRequest,
+    ClassifierResponse,
+    Question,
+    State,
+)
 from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, PrivateAttr
 
@@ -76,7 +82,8 @@ class ClefDecisionModel(BaseDecisionModel):
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, device: str | None = None, head_precision: str | None = None) -> ClefDecisionModel:
+    def from_pretrained(cls, name_or_path: str | Path, device: str | None = None, head_precision: str | None = None,
+                        reader: bool = True) -> ClefDecisionModel:
         """Load a checkpoint folder, or the shipped default by its reserved name ``"mini"``.
 
         ``head_precision`` ("auto", "float32" or "bfloat16"; default: the ``CLEF_AGENTS_HEAD_PRECISION``
@@ -84,13 +91,17 @@ class ClefDecisionModel(BaseDecisionModel):
         bfloat16 where the CPU computes it natively, which roughly halves the head's time with
         hundreds of options and moves probabilities by a few thousandths.
 
+        ``reader=False`` leaves out the checkpoint's question reader, so questions nobody taught are
+        answered by the routing head alone (the behaviour of checkpoints without a reader).
+
         Example:
             >>> ClefDecisionModel.from_pretrained("mini").model  # doctest: +SKIP
             'mini'
         """
-        import torch  # noqa: PLC0415
+        import torch
 
-        engine = DecisionEngine.load(checkpoint_folder(name_or_path), torch.device(device) if device else None, head_precision)
+        engine = DecisionEngine.load(checkpoint_folder(name_or_path), torch.device(device) if device else None, head_precision,
+                                     reader=reader)
         return cls(engine)
 
     @classmethod
@@ -112,7 +123,7 @@ class ClefDecisionModel(BaseDecisionModel):
         Example:
             >>> ClefDecisionModel.from_backbone("minilm")  # doctest: +SKIP
         """
-        import torch  # noqa: PLC0415
+        import torch
 
         config = ClefConfig(
             name=name,
@@ -168,18 +179,20 @@ class ClefDecisionModel(BaseDecisionModel):
 
     def _respond(self, prepared: tuple[str, list[str], list[wire.TextQuestion]], prediction: Any) -> wire.DecisionResponse:
         _, ids, questions = prepared
-        probabilities, truncation, n_tokens, taught_flags = prediction
-        answers = {qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, probabilities)}
-        extensions: dict[str, Any] = {"x_truncation": truncation.as_dict()}
-        taught = [qid for qid, was_taught in zip(ids, taught_flags) if was_taught]
+        answers = {qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, prediction.probabilities)}
+        extensions: dict[str, Any] = {"x_truncation": prediction.truncation.as_dict()}
+        taught = [qid for qid, part in zip(ids, prediction.answered_by) if part == "taught"]
         if taught:
             extensions["x_taught"] = taught
+        read = [qid for qid, part in zip(ids, prediction.answered_by) if part == "reader"]
+        if read:
+            extensions["x_reader"] = read
         if not self._engine.config.trained:
             extensions["x_untrained"] = True
         return wire.DecisionResponse(
             model=self.model,
             answers=answers,
-            usage={"input_tokens": n_tokens, "output_tokens": 0},
+            usage={"input_tokens": prediction.input_tokens, "output_tokens": 0},
             extensions=extensions,
         )
 

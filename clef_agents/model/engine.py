@@ -25,8 +25,20 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
-from clef_agents.model.head import OPTION_TYPES, OptionCache, RoutingHead, level_positions
-from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, feature_size, mean_pool, pool_features
+from clef_agents.model.head import (
+    OPTION_TYPES,
+    OptionCache,
+    RoutingHead,
+    level_positions,
+)
+from clef_agents.model.reader import QuestionReader, truncate_ids
+from clef_agents.model.taught import (
+    TaughtQuestion,
+    TaughtQuestions,
+    feature_size,
+    mean_pool,
+    pool_features,
+)
 from clef_agents.model.tool_match import TOKEN_MAX_LENGTH, TokenStates, ToolMatch
 
 SCHEMA_CACHE_SIZE = 8192
@@ -71,6 +83,26 @@ class Truncation:
             "kept_tokens": self.kept_tokens,
             "dropped_tokens": self.state_tokens - self.kept_tokens,
         }
+
+
+@dataclass
+class Prediction:
+    """One request's answer from ``DecisionEngine.predict``.
+
+    ``probabilities`` holds, per question, the calibrated probabilities over its options in the wire's
+    order; ``answered_by`` says per question which part answered: ``taught`` (``clef-agents teach``),
+    ``reader`` (the question reader, for questions nobody taught) or ``head`` (the routing head alone).
+    """
+
+    probabilities: list[list[float]]
+    truncation: Truncation
+    input_tokens: int
+    answered_by: list[str]
+
+    @property
+    def taught(self) -> list[bool]:
+        """Per question: whether taught weights answered it."""
+        return [part == "taught" for part in self.answered_by]
 
 
 @dataclass
@@ -176,6 +208,7 @@ class DecisionEngine:
             self.network = self._wrap_lora(backbone)
         self.head = RoutingHead(backbone.hidden_size, config.head)
         self.taught = TaughtQuestions()
+        self.reader: QuestionReader | None = None
         self.network.to(self.device)
         if self.device.type == "cuda":
             self.network.to(torch.bfloat16)
@@ -195,7 +228,7 @@ class DecisionEngine:
         return cls(config, backbone or load_backbone(config.backbone), device)
 
     def _wrap_lora(self, backbone: Backbone) -> torch.nn.Module:
-        from peft import LoraConfig, get_peft_model  # noqa: PLC0415
+        from peft import LoraConfig, get_peft_model
 
         settings = self.config.lora
         assert settings is not None
@@ -214,9 +247,11 @@ class DecisionEngine:
             return get_peft_model(backbone.model, lora_config)
 
     @classmethod
-    def load(cls, folder: str | Path, device: torch.device | None = None, head_precision: str | None = None) -> DecisionEngine:
-        """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors);
-        ``head_precision``: one of ``HEAD_PRECISIONS`` (default: ``CLEF_AGENTS_HEAD_PRECISION``, else auto)."""
+    def load(cls, folder: str | Path, device: torch.device | None = None, head_precision: str | None = None,
+             reader: bool = True) -> DecisionEngine:
+        """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors, and the
+        question reader when the folder has one and ``reader`` is true); ``head_precision``: one of
+        ``HEAD_PRECISIONS`` (default: ``CLEF_AGENTS_HEAD_PRECISION``, else auto)."""
         folder = Path(folder)
         config_path = folder / CONFIG_FILE
         if not config_path.exists():
@@ -225,7 +260,13 @@ class DecisionEngine:
         backbone = load_backbone(_resolve_backbone(config.backbone, folder))
         engine = cls(config, backbone, device, head_precision)
         engine.load_weights(folder)
+        if reader and QuestionReader.exists(folder):
+            engine.attach_reader(QuestionReader.load(folder, engine.device))
         return engine
+
+    def attach_reader(self, reader: QuestionReader | None) -> None:
+        """Answer untaught questions with ``reader`` from now on (``None``: with the routing head again)."""
+        self.reader = reader
 
     def load_weights(self, folder: str | Path, strict: bool = True) -> list[str]:
         """Load the adapter and head weights of a checkpoint folder into this engine.
@@ -233,7 +274,7 @@ class DecisionEngine:
         With ``strict=False`` head parts the folder lacks (e.g. one added since it was trained)
         keep their initial values; their names (``match_state``, ...) are returned.
         """
-        from safetensors.torch import load_file  # noqa: PLC0415
+        from safetensors.torch import load_file
 
         folder = Path(folder)
         if self.config.lora is not None:
@@ -262,8 +303,8 @@ class DecisionEngine:
                                  f"{taught.features!r} features have {expected} on this backbone: it was taught on another one")
 
     def _load_adapter(self, adapter_dir: Path) -> None:
-        from peft import set_peft_model_state_dict  # noqa: PLC0415
-        from safetensors.torch import load_file  # noqa: PLC0415
+        from peft import set_peft_model_state_dict
+        from safetensors.torch import load_file
 
         weights = adapter_dir / "adapter_model.safetensors"
         if not weights.exists():
@@ -275,7 +316,7 @@ class DecisionEngine:
 
     def save(self, folder: str | Path) -> Path:
         """Write config.json, the PEFT adapter and head.safetensors (no pickles, no backbone copy)."""
-        from safetensors.torch import save_file  # noqa: PLC0415
+        from safetensors.torch import save_file
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -285,6 +326,8 @@ class DecisionEngine:
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.head.state_dict().items()}
         save_file(state, str(folder / HEAD_FILE))
         self.taught.save(folder)
+        if self.reader is not None:
+            self.reader.save(folder)
         return folder
 
     # ------------------------------------------------------------------ schema
@@ -641,12 +684,46 @@ class DecisionEngine:
         return {entry.features for row in taught for entry in row if entry is not None}
 
     @torch.no_grad()
-    def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[tuple[list[list[float]], Truncation, int, list[bool]]]:
-        """Calibrated probabilities for many requests, in padded chunks sorted by length.
+    def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[Prediction]:
+        """Calibrated probabilities for many (state text, questions) requests.
 
-        Returns, per request: (probabilities per question, truncation, state token count, whether
-        each question was answered by taught weights (``clef-agents teach``)).
+        Taught questions answer with their taught weights on the routing head's pass; the others with
+        the question reader when one is attached (one pass per question, reading it with the state),
+        else with the head alone. A request none of whose questions is taught skips the head's pass.
         """
+        taught = self.taught_entries([questions for _, questions in requests])
+        if self.reader is None:
+            return self._predict_head(requests, taught)
+        head_index = [[q for q, entry in enumerate(entries) if entry is not None] for entries in taught]
+        head_rows = [i for i, index in enumerate(head_index) if index]
+        head_out = self._predict_head([(requests[i][0], [requests[i][1][q] for q in head_index[i]]) for i in head_rows],
+                                      [[taught[i][q] for q in head_index[i]] for i in head_rows]) if head_rows else []
+        head_by_row = dict(zip(head_rows, head_out))
+        items = [(text, question) for (text, questions), entries in zip(requests, taught)
+                 for question, entry in zip(questions, entries) if entry is None]
+        read = iter(self.reader.read(items)) if items else iter(())
+        out = []
+        for i, ((text, questions), entries) in enumerate(zip(requests, taught)):
+            head = head_by_row.get(i)
+            from_head = iter(head.probabilities) if head else iter(())
+            probabilities, parts, tokens, truncation = [], [], 0, head.truncation if head else None
+            for entry in entries:
+                if entry is not None:
+                    probabilities.append(next(from_head))
+                    parts.append("taught")
+                    continue
+                result = next(read)
+                probabilities.append(result.probabilities)
+                parts.append("reader")
+                tokens += result.input_tokens
+                truncation = truncation or Truncation("head_tail", result.state_tokens, result.state_kept)
+            tokens += head.input_tokens if head else 0
+            out.append(Prediction(probabilities, truncation or self.tokenize_state(text)[1], tokens, parts))
+        return out
+
+    def _predict_head(self, requests: list[tuple[str, list[wire.TextQuestion]]],
+                      taught: list[list[TaughtQuestion | None]]) -> list[Prediction]:
+        """The routing head's pass (taught questions blended with their taught weights), in padded chunks sorted by length."""
         order = sorted(range(len(requests)), key=lambda i: len(requests[i][0]))
         results: list[Any] = [None] * len(requests)
         for start in range(0, len(order), FORWARD_CHUNK):
@@ -654,15 +731,15 @@ class DecisionEngine:
             chunk = order[start : start + FORWARD_CHUNK]
             batch = self.encode([requests[i] for i in chunk])
             questions = [requests[i][1] for i in chunk]
-            taught = self.taught_entries(questions)
+            entries = [taught[i] for i in chunk]
             with _autocast(self.device):
-                logits, features = self.logits_and_features(batch, self.taught_specs(taught))
+                logits, features = self.logits_and_features(batch, self.taught_specs(entries))
             features = {spec: value.float().cpu() for spec, value in features.items()}
-            log_probs = self.calibrated_log_probs(logits.float(), batch, questions, features, taught)
+            log_probs = self.calibrated_log_probs(logits.float(), batch, questions, features, entries)
             for j, i in enumerate(chunk):
                 probs = [lp.exp().cpu().tolist() for lp in log_probs[j]]
-                flags = [entry is not None for entry in taught[j]]
-                results[i] = (probs, batch.truncations[j], int(batch.attention_mask[j].sum()), flags)
+                parts = ["taught" if entry is not None else "head" for entry in entries[j]]
+                results[i] = Prediction(probs, batch.truncations[j], int(batch.attention_mask[j].sum()), parts)
         return results
 
     def train_mode(self, training: bool) -> None:
@@ -692,7 +769,7 @@ def _option_cache_to(cache: OptionCache | None, device: torch.device) -> OptionC
     """The cache as float32 tensors on ``device`` (None stays None)."""
     if cache is None:
         return None
-    move = lambda t: t.to(device=device, dtype=torch.float32)  # noqa: E731
+    move = lambda t: t.to(device=device, dtype=torch.float32)
     return OptionCache(move(cache.option_input), move(cache.gather_query), move(cache.match) if cache.match is not None else None)
 
 
@@ -703,9 +780,7 @@ def _truncate(ids: list[int], budget: int, policy: str, tail_fraction: float) ->
         return ids[:budget]
     if policy == "tail":
         return ids[-budget:]
-    tail = int(round(budget * tail_fraction))
-    head = budget - tail
-    return ids[:head] + (ids[-tail:] if tail else [])
+    return truncate_ids(ids, budget, tail_fraction)
 
 
 def _autocast(device: torch.device):
@@ -722,7 +797,7 @@ def head_dtype(precision: str | None, device: torch.device) -> torch.dtype:
         >>> head_dtype("float32", torch.device("cpu"))
         torch.float32
     """
-    import os  # noqa: PLC0415
+    import os
 
     if precision is None:
         precision = os.environ.get("CLEF_AGENTS_HEAD_PRECISION") or "auto"
@@ -746,7 +821,7 @@ def cpu_has_native_bf16() -> bool:
 
 def default_device() -> torch.device:
     """CUDA when available, else CPU (``CLEF_AGENTS_DEVICE`` overrides)."""
-    import os  # noqa: PLC0415
+    import os
 
     chosen = os.environ.get("CLEF_AGENTS_DEVICE")
     if chosen:

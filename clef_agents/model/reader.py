@@ -1,0 +1,392 @@
+"""The question reader: the question, its options and the state read together in one encoder pass.
+
+The routing head of ``DecisionEngine`` sees a question only as a pooled sentence vector, so it answers
+well the questions it was taught and little else. The reader is a cross-encoder: one pass over
+``[CLS] question [SEP] option ; option ; ... [SEP] state [SEP]``. A yes/no question is answered from
+the ``[CLS]`` vector (read as entailment: does the state make the question's answer "yes"?); a choice
+or score option from the mean of its own span in that same pass, compared with ``[CLS]``. A question
+with more options than fit in one pass is read in several passes, each carrying the question and the
+state, and its option scores are compared across them.
+
+Example:
+    >>> reader = QuestionReader.load("clef_agents/checkpoints/mini")  # doctest: +SKIP
+    >>> q = wire.Noul(instructions="Is the customer angry?")
+    >>> reader.predict([("This is the third time I ask. Fix it NOW.", q)])  # doctest: +SKIP
+    [[0.93, 0.07]]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict, Field
+
+from clef_agents import wire
+from clef_agents.model.backbones import Backbone, load_backbone
+
+READER_CONFIG_FILE = "reader.json"
+READER_WEIGHTS_FILE = "reader.safetensors"
+READER_FORMAT = "clef-agents-reader/1"
+OPTION_SEPARATOR = " ; "
+READ_CHUNK = 32
+"""Passes per padded forward at inference."""
+
+
+class ReaderCalibration(BaseModel):
+    """Post-hoc calibration of the reader, fitted on held-out validation records of its training sets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    noul_a: float = 1.0
+    noul_b: float = 0.0
+    choice_temperature: float = 1.0
+    score_temperature: float = 1.0
+    fitted_on: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReaderConfig(BaseModel):
+    """Token budgets of one pass and the backbone the reader's layers were trained from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = READER_FORMAT
+    backbone: str = "minilm"
+    max_tokens: int = Field(default=320, ge=32)
+    max_question_tokens: int = Field(default=64, ge=4)
+    max_option_tokens: int = Field(default=24, ge=2)
+    """Tokens kept of one option's text (its name first, then its description)."""
+    max_options_tokens: int = Field(default=160, ge=8)
+    """Option tokens in one pass; more options are read in further passes."""
+    tail_fraction: float = Field(default=0.6, ge=0.0, le=1.0)
+    calibration: ReaderCalibration = Field(default_factory=ReaderCalibration)
+    trained_on: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReaderPass:
+    """One encoder pass: token ids, segment ids, and the token span of each option it carries."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    option_spans: list[tuple[int, int]]
+    state_tokens: int
+    state_kept: int
+
+
+@dataclass(frozen=True)
+class ReaderResult:
+    """One read question: calibrated probabilities, tokens read over its passes, and the state's cut."""
+
+    probabilities: list[float]
+    input_tokens: int
+    state_tokens: int
+    state_kept: int
+
+
+class ReaderNetwork(torch.nn.Module):
+    """The encoder plus two small heads: a yes logit on ``[CLS]`` and an option scorer on span means."""
+
+    def __init__(self, encoder: torch.nn.Module, hidden: int):
+        super().__init__()
+        self.encoder = encoder
+        self.yes = torch.nn.Linear(hidden, 1)
+        self.option = torch.nn.Sequential(torch.nn.Linear(3 * hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 1))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
+                span_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Yes logits ``(B,)`` and option scores ``(B, O)`` (``span_weights`` is ``(B, O, T)``, rows sum to 1 or 0)."""
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        cls = hidden[:, 0]
+        yes = self.yes(cls).squeeze(-1)
+        if span_weights.shape[1] == 0:
+            return yes, hidden.new_zeros((hidden.shape[0], 0))
+        pooled = torch.bmm(span_weights.to(hidden.dtype), hidden)
+        context = cls[:, None, :].expand_as(pooled)
+        scores = self.option(torch.cat([pooled, context, pooled * context], dim=-1)).squeeze(-1)
+        return yes, scores
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """Every parameter but the token embeddings (kept as the backbone ships them)."""
+        return [p for name, p in self.named_parameters() if not name.startswith("encoder.embeddings.")]
+
+
+def truncate_ids(ids: list[int], budget: int, tail_fraction: float) -> list[int]:
+    """Keep the head and the tail of a token list within ``budget`` (``tail_fraction`` of it from the end).
+
+    Example:
+        >>> truncate_ids(list(range(10)), 4, 0.5)
+        [0, 1, 8, 9]
+    """
+    if len(ids) <= budget:
+        return ids
+    tail = round(budget * tail_fraction)
+    return ids[: budget - tail] + (ids[-tail:] if tail else [])
+
+
+def question_text(question: wire.TextQuestion) -> str:
+    """The question as the reader reads it: the instructions, and a noul's yes/no criteria when given.
+
+    Example:
+        >>> question_text(wire.Noul(instructions="Spam?"))
+        'Spam?'
+    """
+    text = wire.content_text(question.instructions).strip()
+    if isinstance(question, wire.Noul) and question.criteria is not None:
+        yes, no = wire.content_text(question.criteria.true), wire.content_text(question.criteria.false)
+        parts = [f"yes: {yes}" if yes else "", f"no: {no}" if no else ""]
+        detail = "; ".join(p for p in parts if p)
+        return f"{text} ({detail})" if detail else text
+    return text
+
+
+def reader_option_texts(question: wire.TextQuestion) -> list[str]:
+    """What each option of a choice or score question reads as (names humanised, descriptions after).
+
+    Example:
+        >>> reader_option_texts(wire.Choice(instructions="?", criteria={"card_arrival": None, "refund": "Money back."}))
+        ['card arrival', 'refund: Money back.']
+    """
+    if isinstance(question, wire.Choice):
+        out = []
+        for name, description in question.criteria.items():
+            readable = name.replace("_", " ").replace("-", " ").strip() or name
+            detail = wire.content_text(description)
+            out.append(f"{readable}: {detail}" if detail else readable)
+        return out
+    if isinstance(question, wire.Score):
+        return [wire.content_text(level) or f"level {i}" for i, level in enumerate(question.criteria)]
+    return []
+
+
+class QuestionReader:
+    """Reads (state, question) pairs and returns calibrated probabilities over each question's options.
+
+    Example:
+        >>> reader = QuestionReader.load("runs/reader/final")  # doctest: +SKIP
+        >>> reader.predict([("refund my order", wire.Choice(instructions="Which team?", criteria={"billing": None, "tech": None}))])  # doctest: +SKIP
+        [[0.91, 0.09]]
+    """
+
+    def __init__(self, config: ReaderConfig, backbone: Backbone, device: torch.device | None = None):
+        if backbone.kind != "encoder":
+            raise ValueError(f"the question reader needs an encoder backbone (BERT-like); {backbone.reference!r} is a {backbone.kind}")
+        self.config = config
+        self.tokenizer = backbone.tokenizer
+        self.device = device or torch.device("cpu")
+        self.network = ReaderNetwork(backbone.model, backbone.hidden_size).to(self.device)
+        self.network.eval()
+        self._cls = int(self.tokenizer.cls_token_id)
+        self._sep = int(self.tokenizer.sep_token_id)
+        self._pad = int(self.tokenizer.pad_token_id)
+        self._separator = self.tokenizer(OPTION_SEPARATOR.strip(), add_special_tokens=False)["input_ids"]
+        self.max_positions = min(config.max_tokens, backbone.max_positions)
+
+    # ------------------------------------------------------------------ construction and I/O
+
+    @classmethod
+    def create(cls, config: ReaderConfig | None = None, device: torch.device | None = None) -> QuestionReader:
+        """A reader with the backbone's pretrained layers and fresh heads (before training)."""
+        config = config or ReaderConfig()
+        backbone = load_backbone(config.backbone)
+        return cls(config, backbone, device)
+
+    @staticmethod
+    def exists(folder: str | Path) -> bool:
+        """Whether a checkpoint folder holds a reader.
+
+        Example:
+            >>> QuestionReader.exists("/nonexistent")
+            False
+        """
+        return (Path(folder) / READER_CONFIG_FILE).is_file() and (Path(folder) / READER_WEIGHTS_FILE).is_file()
+
+    @classmethod
+    def load(cls, folder: str | Path, device: torch.device | None = None) -> QuestionReader:
+        """Load a reader saved by ``save`` (the backbone's embeddings come from the backbone itself)."""
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        if not cls.exists(folder):
+            raise FileNotFoundError(f"{folder} has no question reader ({READER_CONFIG_FILE} and {READER_WEIGHTS_FILE})")
+        config = ReaderConfig.model_validate_json((folder / READER_CONFIG_FILE).read_text(encoding="utf-8"))
+        if config.format != READER_FORMAT:
+            raise ValueError(f"{folder / READER_CONFIG_FILE}: format {config.format!r}, this version reads {READER_FORMAT!r}")
+        reader = cls.create(config, device)
+        state = {k: v.float() for k, v in load_file(str(folder / READER_WEIGHTS_FILE)).items()}
+        missing, unexpected = reader.network.load_state_dict(state, strict=False)
+        trained = {name for name, _ in reader.network.named_parameters() if not name.startswith("encoder.embeddings.")}
+        if unexpected or trained & set(missing):
+            raise ValueError(f"{folder / READER_WEIGHTS_FILE} does not fit the reader: missing {sorted(trained & set(missing))[:5]}, "
+                             f"unexpected {sorted(unexpected)[:5]}")
+        return reader
+
+    def save(self, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
+        """Write the trained layers and heads (``dtype``, half precision by default) and the config."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {name: p.detach().to("cpu", dtype).contiguous() for name, p in self.network.named_parameters()
+                 if not name.startswith("encoder.embeddings.")}
+        save_file(state, str(folder / READER_WEIGHTS_FILE))
+        (folder / READER_CONFIG_FILE).write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
+        return folder
+
+    # ------------------------------------------------------------------ layout
+
+    def _ids(self, text: str, limit: int | None = None) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        return ids[:limit] if limit is not None else ids
+
+    def option_groups(self, question: wire.TextQuestion) -> list[list[list[int]]]:
+        """The token ids of each option, grouped into passes that fit ``max_options_tokens``."""
+        groups: list[list[list[int]]] = []
+        current: list[list[int]] = []
+        used = 0
+        for text in reader_option_texts(question):
+            ids = self._ids(text, self.config.max_option_tokens) or [self.tokenizer.unk_token_id]
+            cost = len(ids) + len(self._separator)
+            if current and used + cost > self.config.max_options_tokens:
+                groups.append(current)
+                current, used = [], 0
+            current.append(ids)
+            used += cost
+        if current:
+            groups.append(current)
+        return groups
+
+    def layout(self, state: str, question: wire.TextQuestion, state_ids: list[int] | None = None) -> list[ReaderPass]:
+        """The passes that read one question about one state (one pass for a noul)."""
+        question_ids = self._ids(question_text(question), self.config.max_question_tokens)
+        state_ids = self._ids(state) if state_ids is None else state_ids
+        groups = [[]] if isinstance(question, wire.Noul) else self.option_groups(question)
+        passes = []
+        for group in groups:
+            ids = [self._cls, *question_ids, self._sep]
+            spans = []
+            for k, option in enumerate(group):
+                if k:
+                    ids.extend(self._separator)
+                spans.append((len(ids), len(ids) + len(option)))
+                ids.extend(option)
+            if group:
+                ids.append(self._sep)
+            first_state = len(ids)
+            budget = max(1, self.max_positions - first_state - 1)
+            kept = truncate_ids(state_ids, budget, self.config.tail_fraction)
+            ids.extend(kept)
+            ids.append(self._sep)
+            types = [0] * first_state + [1] * (len(ids) - first_state)
+            passes.append(ReaderPass(ids, types, spans, len(state_ids), len(kept)))
+        return passes
+
+    def collate(self, passes: Sequence[ReaderPass]) -> dict[str, torch.Tensor]:
+        """Pad passes into tensors: ids, attention mask, segment ids and span-mean weights."""
+        width = max(len(p.input_ids) for p in passes)
+        n_options = max((len(p.option_spans) for p in passes), default=0)
+        ids = torch.full((len(passes), width), self._pad, dtype=torch.long)
+        mask = torch.zeros((len(passes), width), dtype=torch.long)
+        types = torch.zeros((len(passes), width), dtype=torch.long)
+        weights = torch.zeros((len(passes), n_options, width))
+        for i, p in enumerate(passes):
+            ids[i, : len(p.input_ids)] = torch.tensor(p.input_ids)
+            mask[i, : len(p.input_ids)] = 1
+            types[i, : len(p.token_type_ids)] = torch.tensor(p.token_type_ids)
+            for k, (start, end) in enumerate(p.option_spans):
+                weights[i, k, start:end] = 1.0 / (end - start)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "span_weights": weights}
+
+    def forward(self, passes: Sequence[ReaderPass]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw yes logits and option scores for a list of passes (with gradients when training)."""
+        batch = {k: v.to(self.device) for k, v in self.collate(passes).items()}
+        return self.network(**batch)
+
+    # ------------------------------------------------------------------ scoring
+
+    @staticmethod
+    def raw_logits(question: wire.TextQuestion, yes: Sequence[torch.Tensor], scores: Sequence[torch.Tensor]) -> torch.Tensor:
+        """A question's uncalibrated logits from its passes' outputs: ``[margin]`` for a noul, one per option otherwise."""
+        if isinstance(question, wire.Noul):
+            return yes[0].reshape(1)
+        return torch.cat([s.reshape(-1) for s in scores])
+
+    def calibrated_log_probs(self, question: wire.TextQuestion, logits: torch.Tensor) -> torch.Tensor:
+        """Calibrated log-probabilities over the question's options from ``raw_logits``."""
+        cal = self.config.calibration
+        if isinstance(question, wire.Noul):
+            margin = cal.noul_a * logits[0] + cal.noul_b
+            return torch.stack([F.logsigmoid(margin), F.logsigmoid(-margin)])
+        t = cal.choice_temperature if isinstance(question, wire.Choice) else cal.score_temperature
+        return F.log_softmax(logits / t, dim=-1)
+
+    def logits(self, items: Sequence[tuple[str, wire.TextQuestion]], chunk: int = READ_CHUNK) -> list[torch.Tensor]:
+        """Uncalibrated logits per (state, question), read in padded chunks sorted by length (no gradients)."""
+        return self._logits_and_passes(items, chunk)[0]
+
+    def _logits_and_passes(self, items: Sequence[tuple[str, wire.TextQuestion]],
+                           chunk: int = READ_CHUNK) -> tuple[list[torch.Tensor], list[list[ReaderPass]]]:
+        passes: list[ReaderPass] = []
+        owners: list[int] = []
+        state_cache: dict[str, list[int]] = {}
+        for index, (state, question) in enumerate(items):
+            ids = state_cache.get(state)
+            if ids is None:
+                ids = state_cache[state] = self._ids(state)
+            for p in self.layout(state, question, ids):
+                passes.append(p)
+                owners.append(index)
+        yes_out: list[Any] = [None] * len(passes)
+        score_out: list[Any] = [None] * len(passes)
+        order = sorted(range(len(passes)), key=lambda i: len(passes[i].input_ids))
+        with torch.no_grad():
+            for start in range(0, len(order), chunk):
+                wire.raise_if_cancelled()
+                part = order[start : start + chunk]
+                yes, scores = self.forward([passes[i] for i in part])
+                for j, i in enumerate(part):
+                    yes_out[i] = yes[j].float().cpu()
+                    score_out[i] = scores[j, : len(passes[i].option_spans)].float().cpu()
+        per_item: list[tuple[list[Any], list[Any]]] = [([], []) for _ in items]
+        item_passes: list[list[ReaderPass]] = [[] for _ in items]
+        for i, owner in enumerate(owners):
+            per_item[owner][0].append(yes_out[i])
+            per_item[owner][1].append(score_out[i])
+            item_passes[owner].append(passes[i])
+        return [self.raw_logits(q, *per_item[k]) for k, (_, q) in enumerate(items)], item_passes
+
+    def predict(self, items: Sequence[tuple[str, wire.TextQuestion]]) -> list[list[float]]:
+        """Calibrated probabilities over each question's options, in the wire's option order."""
+        return [result.probabilities for result in self.read(items)]
+
+    def read(self, items: Sequence[tuple[str, wire.TextQuestion]]) -> list[ReaderResult]:
+        """``predict`` with what each answer read: tokens over its passes, and the state's length before and after the cut."""
+        logits, passes = self._logits_and_passes(items)
+        return [ReaderResult(self.calibrated_log_probs(q, z).exp().tolist(), sum(len(p.input_ids) for p in ps),
+                             ps[0].state_tokens, ps[0].state_kept)
+                for (_, q), z, ps in zip(items, logits, passes)]
+
+    def state_tokens(self, state: str) -> int:
+        """How many tokens a state has before truncation."""
+        return len(self._ids(state))
+
+    def iter_parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The parameters training updates."""
+        yield from self.network.trainable_parameters()
+
+    def train_mode(self, training: bool) -> None:
+        """Dropout on (training) or off (inference)."""
+        self.network.train(training)
+
+    def set_calibration(self, calibration: ReaderCalibration) -> None:
+        """Replace the calibration (fitted by ``clef_agents.train.reader``)."""
+        self.config = self.config.model_copy(update={"calibration": calibration})
+
+    def describe(self) -> dict[str, Any]:
+        """The config as a JSON-able dict (for model cards and ``/readyz``-like summaries)."""
+        return json.loads(self.config.model_dump_json())

@@ -1,0 +1,248 @@
+"""Training and calibrating the question reader (``clef_agents.model.reader``).
+
+One loop: every step draws a batch of one-question records (``reader_data``), lays each out as its
+passes, runs them in one padded forward, and takes a yes/no loss (label-smoothed binary cross-entropy
+on the ``[CLS]`` margin) or an option loss (cross-entropy over the options' scores). Checkpoints go to
+``out/last`` every ``save_every`` steps and when ``time_limit_s`` is reached, so a run cut short keeps
+its work; ``out/final`` is written after calibration on the validation records.
+
+Example:
+    >>> summary = train_reader("runs/reader", steps=3000, exclude=("banking77",))  # doctest: +SKIP
+    >>> summary["final"]  # doctest: +SKIP
+    'runs/reader/final'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from clef_agents import wire
+from clef_agents.model.reader import QuestionReader, ReaderCalibration, ReaderConfig
+from clef_agents.train.reader_data import reader_records
+
+LABEL_SMOOTHING = 0.05
+
+
+def typed_items(records: Sequence[dict[str, Any]]) -> list[tuple[str, wire.TextQuestion, int]]:
+    """(state text, typed question, gold option index) for one-question records; bad records raise ``ValueError``.
+
+    Example:
+        >>> typed_items([{"state": "hi", "questions": {"q": {"type": "noul", "instructions": "Greeting?"}}, "labels": {"q": True}}])[0][2]
+        0
+    """
+    out = []
+    for n, record in enumerate(records):
+        if len(record.get("questions", {})) != 1:
+            raise ValueError(f"record {n}: the reader learns from one-question records, got {len(record.get('questions', {}))}")
+        (qid, raw), = record["questions"].items()
+        question = wire.validate_questions({qid: raw})[qid]
+        out.append((wire.state_text(record["state"]), question, wire.label_index(question, record["labels"][qid])))
+    return out
+
+
+def batch_loss(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuestion, int]]) -> torch.Tensor:
+    """Mean loss of one batch of (state, question, gold index) with gradients."""
+    passes, owners = [], []
+    for k, (state, question, _) in enumerate(items):
+        for p in reader.layout(state, question):
+            passes.append(p)
+            owners.append(k)
+    yes, scores = reader.forward(passes)
+    per_item: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = [([], []) for _ in items]
+    for i, k in enumerate(owners):
+        per_item[k][0].append(yes[i])
+        per_item[k][1].append(scores[i, : len(passes[i].option_spans)])
+    losses = []
+    for k, (_, question, gold) in enumerate(items):
+        z = reader.raw_logits(question, *per_item[k])
+        if isinstance(question, wire.Noul):
+            target = torch.tensor(1.0 - LABEL_SMOOTHING if gold == 0 else LABEL_SMOOTHING, device=z.device)
+            losses.append(F.binary_cross_entropy_with_logits(z[0], target))
+        else:
+            losses.append(F.cross_entropy(z[None], torch.tensor([gold], device=z.device), label_smoothing=LABEL_SMOOTHING))
+    return torch.stack(losses).mean()
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int, rng: random.Random, pool: int = 50) -> list[list[int]]:
+    """Batches of indices with similar lengths (sorted within shuffled pools of ``pool`` batches), in random order,
+    so padding stays small.
+
+    Example:
+        >>> sorted(len(b) for b in length_buckets([5, 1, 9, 3], 2, random.Random(0)))
+        [2, 2]
+    """
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    batches = []
+    for start in range(0, len(order), pool * batch_size):
+        chunk = sorted(order[start : start + pool * batch_size], key=lambda i: lengths[i])
+        batches += [chunk[k : k + batch_size] for k in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def _schedule(step: int, steps: int, warmup: int) -> float:
+    if step < warmup:
+        return (step + 1) / warmup
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, steps - warmup))))
+
+
+def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: float = 5e-5, lr_heads: float = 1e-3,
+                 seed: int = 0, exclude: Sequence[str] = ("banking77",), per_set: int = 4000, time_limit_s: float | None = None,
+                 save_every: int = 250, config: ReaderConfig | None = None, init: str | Path | None = None,
+                 progress: bool = True) -> dict[str, Any]:
+    """Train a reader from the backbone (or ``init``), calibrate it on validation records, save ``out/final``.
+
+    Returns a summary (steps run, examples/s, losses, wall time, data) that is also written to
+    ``out/summary.json``. Example: see the module docstring.
+    """
+    torch.manual_seed(seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    records = reader_records("train", per_set=per_set, seed=seed, exclude=exclude)
+    items = typed_items(records)
+    reader = QuestionReader.load(init) if init else QuestionReader.create(config)
+    heads = [p for n, p in reader.network.named_parameters() if not n.startswith("encoder.")]
+    body = [p for p in reader.iter_parameters() if all(p is not h for h in heads)]
+    for p in body + heads:
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW([{"params": body, "lr": lr}, {"params": heads, "lr": lr_heads}], weight_decay=0.01)
+    base = [lr, lr_heads]
+    warmup = max(1, min(300, steps // 10))
+    rng = random.Random(seed)
+    lengths = [sum(len(p.input_ids) for p in reader.layout(s, q)) for s, q, _ in items]
+    batches: list[list[int]] = []
+    log = (out / "log.jsonl").open("a", encoding="utf-8")
+    losses: list[float] = []
+    bar = _progress(steps, progress)
+    reader.train_mode(True)
+    step = 0
+    for step in range(steps):
+        if not batches:
+            batches = length_buckets(lengths, batch_size, rng)
+        batch = [items[i] for i in batches.pop()]
+        for group, rate in zip(optimizer.param_groups, base):
+            group["lr"] = rate * _schedule(step, steps, warmup)
+        loss = batch_loss(reader, batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(body + heads, 1.0)
+        optimizer.step()
+        losses.append(float(loss))
+        bar.update(1)
+        if (step + 1) % 50 == 0:
+            mean = sum(losses[-50:]) / len(losses[-50:])
+            bar.set_postfix(loss=f"{mean:.3f}")
+            log.write(json.dumps({"step": step + 1, "loss": mean, "elapsed_s": round(time.time() - started, 1)}) + "\n")
+            log.flush()
+        out_of_time = time_limit_s is not None and time.time() - started > time_limit_s
+        if (step + 1) % save_every == 0 or out_of_time:
+            reader.train_mode(False)
+            reader.save(out / "last")
+            reader.train_mode(True)
+        if out_of_time:
+            break
+    bar.close()
+    reader.train_mode(False)
+    train_s = time.time() - started
+    valid = typed_items(reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude))
+    calibration = fit_calibration(reader, valid)
+    reader.set_calibration(calibration)
+    trained_on = {"sets": sorted({r["meta"]["dataset"] for r in records}), "excluded": sorted(exclude), "records": len(records),
+                  "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set}
+    reader.config = reader.config.model_copy(update={"trained_on": trained_on})
+    reader.save(out / "final")
+    summary = {**trained_on, "examples_per_s": round((step + 1) * batch_size / train_s, 2), "train_wall_s": round(train_s, 1),
+               "wall_s": round(time.time() - started, 1), "loss_first": _mean(losses[:50]), "loss_last": _mean(losses[-50:]),
+               "calibration": calibration.model_dump(), "final": str(out / "final")}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="reader", unit="step", disable=not enabled, mininterval=10)
+
+
+def fit_calibration(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuestion, int]]) -> ReaderCalibration:
+    """Platt scaling for yes/no and one temperature each for choice and score, by NLL on ``items``."""
+    logits = reader.logits([(s, q) for s, q, _ in items])
+    nouls = [(z[0], g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Noul)]
+    choices = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Choice)]
+    scores = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Score)]
+    a, b = _fit_platt(nouls) if len(nouls) >= 20 else (1.0, 0.0)
+    return ReaderCalibration(
+        noul_a=a, noul_b=b,
+        choice_temperature=_fit_temperature(choices) if len(choices) >= 20 else 1.0,
+        score_temperature=_fit_temperature(scores) if len(scores) >= 20 else 1.0,
+        fitted_on={"nouls": len(nouls), "choices": len(choices), "scores": len(scores)},
+    )
+
+
+def _fit_platt(pairs: Sequence[tuple[torch.Tensor, int]]) -> tuple[float, float]:
+    z = torch.stack([p[0] for p in pairs]).float()
+    y = torch.tensor([1.0 if g == 0 else 0.0 for _, g in pairs])
+    params = torch.tensor([1.0, 0.0], requires_grad=True)
+    optimizer = torch.optim.LBFGS([params], max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(params[0] * z + params[1], y)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return float(params[0]), float(params[1])
+
+
+def _fit_temperature(pairs: Sequence[tuple[torch.Tensor, int]]) -> float:
+    log_t = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.LBFGS([log_t], max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = torch.stack([F.cross_entropy((z / log_t.exp())[None], torch.tensor([g])) for z, g in pairs]).mean()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return float(log_t.exp().clamp(0.05, 20.0))
+
+
+def _main() -> None:  # pragma: no cover - convenience entry for background runs
+    import argparse
+
+    parser = argparse.ArgumentParser(description="train the question reader")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--per-set", type=int, default=4000)
+    parser.add_argument("--time-limit-s", type=float, default=None)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--exclude", nargs="*", default=["banking77"])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
+                           time_limit_s=args.time_limit_s, exclude=tuple(args.exclude), seed=args.seed,
+                           config=ReaderConfig(max_tokens=args.max_tokens))
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    _main()

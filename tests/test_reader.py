@@ -1,0 +1,190 @@
+"""The question reader: layout of one pass, multi-pass options, training, calibration, I/O, and the engine's routing."""
+
+from __future__ import annotations
+
+import random
+import warnings
+
+import pytest
+import torch
+
+from clef_agents import wire
+from clef_agents.model.reader import (
+    QuestionReader,
+    ReaderConfig,
+    question_text,
+    reader_option_texts,
+    truncate_ids,
+)
+from clef_agents.train.reader import (
+    batch_loss,
+    fit_calibration,
+    length_buckets,
+    typed_items,
+)
+from clef_agents.train.reader_data import QID, label_questions, reader_records
+from tests.tiny_models import make_model, tiny_backbone
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    return tiny_backbone("encoder", tmp_path_factory.mktemp("tiny_reader_backbone"))
+
+
+def make_reader(folder, **settings) -> QuestionReader:
+    torch.manual_seed(0)
+    config = ReaderConfig(backbone=str(folder), max_tokens=64, max_question_tokens=8, max_option_tokens=4, **settings)
+    return QuestionReader.create(config)
+
+
+def decode(reader: QuestionReader, ids: list[int]) -> str:
+    return reader.tokenizer.decode(ids)
+
+
+def test_a_yes_no_question_is_one_pass_with_the_question_first_and_the_state_second(tiny_folder):
+    reader = make_reader(tiny_folder)
+    (p,) = reader.layout("my card is lost please help", wire.Noul(instructions="is my card lost"))
+    assert decode(reader, p.input_ids) == "[CLS] is my card lost [SEP] my card is lost please help [SEP]"
+    first_state = p.input_ids.index(reader.tokenizer.sep_token_id) + 1
+    assert p.token_type_ids == [0] * first_state + [1] * (len(p.input_ids) - first_state)
+    assert p.option_spans == []
+    assert (p.state_tokens, p.state_kept) == (6, 6)
+
+
+def test_option_spans_cover_exactly_each_option_and_many_options_take_more_passes(tiny_folder):
+    reader = make_reader(tiny_folder, max_options_tokens=8)
+    question = wire.Choice(instructions="which team", criteria={"billing": None, "bug crash": None, "sales": None, "refund money": None})
+    passes = reader.layout("refund my money please", question)
+    names = [decode(reader, p.input_ids[a:b]) for p in passes for a, b in p.option_spans]
+    assert names == ["billing", "bug crash", "sales", "refund money"]
+    assert len(passes) == 2
+    for p in passes:
+        assert decode(reader, p.input_ids).startswith("[CLS] which team [SEP]")
+        assert decode(reader, p.input_ids).endswith("refund my money please [SEP]")
+    (probs,) = reader.predict([("refund my money please", question)])
+    assert len(probs) == 4 and abs(sum(probs) - 1) < 1e-5
+
+
+def test_a_long_state_keeps_its_head_and_tail_within_the_window(tiny_folder):
+    reader = make_reader(tiny_folder)
+    state = " ".join(["hello"] * 10 + ["bug"] * 80 + ["thanks"] * 10)
+    (p,) = reader.layout(state, wire.Noul(instructions="bug"))
+    assert len(p.input_ids) == 64
+    assert p.state_tokens == 100 and p.state_kept == 64 - 4
+    text = decode(reader, p.input_ids)
+    assert "hello" in text and "thanks" in text
+    assert truncate_ids(list(range(10)), 4, 0.5) == [0, 1, 8, 9]
+
+
+def test_the_question_text_carries_a_nouls_criteria_and_options_read_humanised():
+    q = wire.validate_questions({"x": {"type": "noul", "instructions": "Spam?", "criteria": {"true": "ads", "false": "a friend"}}})["x"]
+    assert question_text(q) == "Spam? (yes: ads; no: a friend)"
+    c = wire.Choice(instructions="?", criteria={"lost_card": "The card is gone.", "refund": None})
+    assert reader_option_texts(c) == ["lost card: The card is gone.", "refund"]
+
+
+def toy_records(n: int, seed: int) -> list[dict]:
+    """Yes/no and choice questions whose answer is a word of the state, asked both ways round."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        spam = rng.random() < 0.5
+        state = " ".join(rng.sample(["hello", "thanks", "my", "order", "the"], 3) + (["win", "prize"] if spam else ["late", "delivery"]))
+        negated = rng.random() < 0.5
+        out.append({"state": state, "questions": {QID: {"type": "noul", "instructions": "not spam" if negated else "spam"}},
+                    "labels": {QID: spam != negated}})
+        names = ["spam", "delivery"] if rng.random() < 0.5 else ["delivery", "spam"]
+        out.append({"state": state, "questions": {QID: {"type": "choice", "instructions": "which", "criteria": dict.fromkeys(names)}},
+                    "labels": {QID: "spam" if spam else "delivery"}})
+    return out
+
+
+def test_training_steps_lower_the_loss_and_calibration_is_fitted_on_held_out_records(tiny_folder):
+    reader = make_reader(tiny_folder)
+    train = typed_items(toy_records(64, seed=0))
+    params = list(reader.iter_parameters())
+    for p in params:
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW(params, lr=3e-3)
+    reader.train_mode(True)
+    losses = []
+    for step in range(100):
+        batch = train[(step * 16) % len(train):][:16]
+        loss = batch_loss(reader, batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    reader.train_mode(False)
+    assert sum(losses[-10:]) / 10 < 0.5 * sum(losses[:10]) / 10
+    valid = typed_items(toy_records(40, seed=1))
+    calibration = fit_calibration(reader, valid)
+    assert calibration.fitted_on == {"nouls": 40, "choices": 40, "scores": 0}
+    assert calibration.noul_a > 0 and calibration.choice_temperature > 0
+    reader.set_calibration(calibration)
+    probs = reader.predict([(wire.state_text(r["state"]), wire.validate_questions(r["questions"])[QID]) for r in toy_records(20, 2)])
+    gold = [g for _, _, g in typed_items(toy_records(20, 2))]
+    accuracy = sum(max(range(len(p)), key=p.__getitem__) == g for p, g in zip(probs, gold)) / len(gold)
+    assert accuracy >= 0.9
+
+
+def test_save_and_load_give_the_same_answers(tiny_folder, tmp_path):
+    reader = make_reader(tiny_folder)
+    items = [("win a prize", wire.Noul(instructions="spam")), ("late delivery", wire.Choice(instructions="which", criteria={"a": None, "b": None}))]
+    reader.save(tmp_path / "r", dtype=torch.float32)
+    assert QuestionReader.exists(tmp_path / "r") and not QuestionReader.exists(tmp_path)
+    again = QuestionReader.load(tmp_path / "r")
+    for got, want in zip(again.predict(items), reader.predict(items)):
+        assert got == pytest.approx(want, abs=1e-6)
+    with pytest.raises(FileNotFoundError, match="no question reader"):
+        QuestionReader.load(tmp_path)
+
+
+def test_length_buckets_cover_every_index_once():
+    batches = length_buckets([random.Random(i).randint(1, 90) for i in range(103)], 8, random.Random(0))
+    assert sorted(i for b in batches for i in b) == list(range(103))
+
+
+def test_the_engine_answers_untaught_questions_with_the_reader_and_saves_it(tiny_folder, tmp_path):
+    model = make_model(tiny_folder)
+    reader = make_reader(tiny_folder)
+    noul = {"type": "noul", "instructions": "is this spam"}
+    head_only = model.invoke({"state": "win a prize", "questions": {"s": noul}})
+    assert "x_reader" not in head_only.extensions
+    model.engine.attach_reader(reader)
+    response = model.invoke({"state": "win a prize", "questions": {"s": noul}})
+    assert response.extensions["x_reader"] == ["s"]
+    expected = reader.predict([("win a prize", wire.validate_questions({"s": noul})["s"])])[0]
+    assert wire.answer_probabilities(response.answers["s"]) == pytest.approx(expected, abs=1e-6)
+    assert response.usage["input_tokens"] == len(reader.layout("win a prize", wire.validate_questions({"s": noul})["s"])[0].input_ids)
+    model.save_pretrained(tmp_path / "m")
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrainedModelWarning)
+        loaded = ClefDecisionModel.from_pretrained(tmp_path / "m")
+        without = ClefDecisionModel.from_pretrained(tmp_path / "m", reader=False)
+    again = loaded.invoke({"state": "win a prize", "questions": {"s": noul}})
+    assert again.extensions["x_reader"] == ["s"]
+    assert wire.answer_probabilities(again.answers["s"]) == pytest.approx(expected, abs=2e-3)  # saved in half precision
+    assert "x_reader" not in without.invoke({"state": "win a prize", "questions": {"s": noul}}).extensions
+
+
+def test_label_questions_flip_the_gold_answer_exactly_when_negated():
+    rng = random.Random(0)
+    names = ["lost_card", "refund", "late_delivery"]
+    records = label_questions("where is my card", "lost_card", names, {}, "intent", "demo", rng, 200)
+    plain = [r for r in records if r["meta"]["form"] == "label_noul"]
+    negated = [r for r in records if r["meta"]["form"] == "label_noul_negated"]
+    assert plain and negated
+    for r in plain + negated:
+        text = r["questions"][QID]["instructions"]
+        about_gold = "lost card" in text.lower()
+        assert r["labels"][QID] == (about_gold != (r in negated)), text
+
+
+def test_reader_records_refuse_held_out_and_unshippable_sets():
+    with pytest.raises(ValueError, match="held-out"):
+        reader_records("train", per_set=10, sets=["clickbait"])
+    with pytest.raises(ValueError, match="shipped"):
+        reader_records("train", per_set=10, sets=["subj"])
