@@ -188,3 +188,28 @@ def test_reader_records_refuse_held_out_and_unshippable_sets():
         reader_records("train", per_set=10, sets=["clickbait"])
     with pytest.raises(ValueError, match="shipped"):
         reader_records("train", per_set=10, sets=["subj"])
+
+
+def test_attach_reader_writes_a_checkpoint_that_answers_untaught_questions_with_it(tiny_folder, tmp_path):
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+    from clef_agents.train.reader import attach_reader
+
+    make_model(tiny_folder).save_pretrained(tmp_path / "base")
+    reader = make_reader(tiny_folder)
+    reader.config = reader.config.model_copy(update={"trained_on": {"sets": ["demo"], "excluded": ["banking77"]}})
+    reader.save(tmp_path / "reader")
+    attach_reader(tmp_path / "base", tmp_path / "reader", tmp_path / "with_reader")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrainedModelWarning)
+        model = ClefDecisionModel.from_pretrained(tmp_path / "with_reader")
+    assert model.config.data_card["reader"] == {"sets": ["demo"], "excluded": ["banking77"]}
+    response = model.invoke({"state": "win a prize", "questions": {"s": {"type": "noul", "instructions": "spam"}}})
+    assert response.extensions["x_reader"] == ["s"]
+
+
+def test_the_cli_parses_train_reader_with_its_defaults():
+    from clef_agents.cli import build_parser
+
+    args = build_parser().parse_args(["train-reader", "--out", "runs/r", "--model", "mini"])
+    assert (args.steps, args.batch_size, args.exclude, args.max_tokens) == (2300, 32, ["banking77"], 256)
+    assert args.func.__name__ == "_run_train_reader"

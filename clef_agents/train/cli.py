@@ -1,7 +1,8 @@
-"""``clef-agents train | calibrate | eval``.
+"""``clef-agents train | train-reader | calibrate | teach | eval``.
 
 Example:
     $ clef-agents train --out runs/mini --steps 3000 --name mini
+    $ clef-agents train-reader --out runs/reader --model mini
     $ clef-agents calibrate --model runs/mini/final --records valid.jsonl --out runs/mini/recalibrated
     $ clef-agents eval --model mini --datasets banking77 sms_spam --report-dir reports/mini
     $ clef-agents teach --model mini --records my_labelled.jsonl --out runs/mini-taught
@@ -97,6 +98,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--no-progress", action="store_true", help="no progress bars")
     teach.set_defaults(func=_run_teach)
 
+    reader = subparsers.add_parser(
+        "train-reader", help="train the question reader that answers untaught questions (one pass over question, options and state)"
+    )
+    reader.add_argument("--out", required=True, help="run folder: OUT/last every --save-every steps, OUT/final (calibrated) at the end")
+    reader.add_argument("--model", default=None, help="also write OUT/model: this checkpoint ('mini' or a folder) with the reader attached")
+    reader.add_argument("--steps", type=int, default=2300, help="optimiser steps (default 2300)")
+    reader.add_argument("--batch-size", type=int, default=32, help="one-question records per step (default 32)")
+    reader.add_argument("--lr", type=float, default=6e-5, help="learning rate of the encoder layers (default 6e-5; heads 1e-3)")
+    reader.add_argument("--per-set", type=int, default=3000, help="rows drawn per data set, each made into several questions (default 3000)")
+    reader.add_argument("--max-tokens", type=int, default=256, help="tokens in one pass (default 256)")
+    reader.add_argument("--exclude", nargs="*", default=["banking77"],
+                        help="data sets left out (default: banking77, the intent family's leave-one-out target)")
+    reader.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="stop training after this long (the checkpoint is written, then calibrated)")
+    reader.add_argument("--save-every", type=int, default=250, help="steps between checkpoints in OUT/last (default 250)")
+    reader.add_argument("--seed", type=int, default=0, help="seed of the data draw, order and initialisation (default 0)")
+    reader.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    reader.add_argument("--no-progress", action="store_true", help="no progress bar")
+    reader.set_defaults(func=_run_train_reader)
+
     evaluate = subparsers.add_parser("eval", help="accuracy, macro-F1, NLL, Brier, ECE, coverage; JSON + markdown + PNG")
     evaluate.add_argument("--model", default="mini", help="checkpoint folder or 'mini' (default mini)")
     evaluate.add_argument("--datasets", nargs="*", default=None, help="dataset names (default: all with a test split)")
@@ -112,6 +133,24 @@ def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
     from clef_agents.train.records import read_records  # noqa: PLC0415
 
     return [record for path in paths for record in read_records(path)]
+
+
+def _run_train_reader(args: argparse.Namespace) -> int:
+    import torch  # noqa: PLC0415
+
+    from clef_agents.model.reader import ReaderConfig  # noqa: PLC0415
+    from clef_agents.train.reader import attach_reader, train_reader  # noqa: PLC0415
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
+                           exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
+                           config=ReaderConfig(max_tokens=args.max_tokens), progress=not args.no_progress)
+    print(json.dumps(summary, indent=2))
+    if args.model:
+        folder = attach_reader(args.model, summary["final"], Path(args.out) / "model")
+        print(f"wrote {folder}: {args.model} with the question reader")
+    return 0
 
 
 def _run_train(args: argparse.Namespace) -> int:

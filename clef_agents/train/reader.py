@@ -224,25 +224,23 @@ def _fit_temperature(pairs: Sequence[tuple[torch.Tensor, int]]) -> float:
     return float(log_t.exp().clamp(0.05, 20.0))
 
 
-def _main() -> None:  # pragma: no cover - convenience entry for background runs
-    import argparse
+def attach_reader(model: str | Path, reader_folder: str | Path, out: str | Path) -> Path:
+    """Write ``out``: the checkpoint ``model`` (a folder or ``"mini"``) with the reader of ``reader_folder``
+    attached, its data card noting what the reader learnt from.
 
-    parser = argparse.ArgumentParser(description="train the question reader")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--steps", type=int, default=4000)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=5e-5)
-    parser.add_argument("--per-set", type=int, default=4000)
-    parser.add_argument("--time-limit-s", type=float, default=None)
-    parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--exclude", nargs="*", default=["banking77"])
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
-                           time_limit_s=args.time_limit_s, exclude=tuple(args.exclude), seed=args.seed,
-                           config=ReaderConfig(max_tokens=args.max_tokens))
-    print(json.dumps(summary, indent=2))
+    Example:
+        >>> attach_reader("mini", "runs/reader/final", "runs/mini_reader")  # doctest: +SKIP
+        PosixPath('runs/mini_reader')
+    """
+    import warnings  # noqa: PLC0415
 
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning  # noqa: PLC0415
 
-if __name__ == "__main__":
-    _main()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrainedModelWarning)
+        decision_model = ClefDecisionModel.from_pretrained(model, reader=False)
+    reader = QuestionReader.load(reader_folder)
+    decision_model.engine.attach_reader(reader)
+    card = {**decision_model.config.data_card, "reader": reader.config.trained_on}
+    decision_model.engine.config = decision_model.config.model_copy(update={"data_card": card})
+    return decision_model.save_pretrained(out)
