@@ -8,9 +8,9 @@ import sys
 
 import pytest
 from langchain_core.decisions import Box, Choice, Noul, Score
+from tiny_models import make_model
 
 from clef_agents import wire
-from tiny_models import make_model
 
 pytest.importorskip("torch")
 
@@ -126,7 +126,7 @@ def test_save_then_load_gives_identical_probabilities(model, tmp_path):
 
 def test_long_state_is_truncated_by_policy_and_reported(encoder_dir):
     model = make_model(encoder_dir, max_state_tokens=10)
-    words = ("the a is my card lost stolen refund money charged twice production down urgent help please").split()
+    words = ["the", "a", "is", "my", "card", "lost", "stolen", "refund", "money", "charged", "twice", "production", "down", "urgent", "help", "please"]
     response = model.invoke({"state": " ".join(words), "questions": questions()})
     report = response.extensions["x_truncation"]
     assert report == {"truncated": True, "policy": "head_tail", "state_tokens": 16, "kept_tokens": 8, "dropped_tokens": 8}
@@ -142,8 +142,9 @@ def test_long_state_is_truncated_by_policy_and_reported(encoder_dir):
 def test_schema_work_is_cached_across_requests(model, monkeypatch):
     model.invoke({"state": TICKET, "questions": questions()})
     calls = []
-    original = model.engine._embed_frozen
-    monkeypatch.setattr(model.engine, "_embed_frozen", lambda texts: calls.append(texts) or original(texts))
+    encoder = model.engine.encoder
+    original = encoder.frozen_hidden
+    monkeypatch.setattr(encoder, "frozen_hidden", lambda texts, max_length: calls.append(texts) or original(texts, max_length))
     model.invoke({"state": "another state entirely", "questions": questions()})
     assert calls == []
 
@@ -253,7 +254,7 @@ def test_the_head_never_runs_in_bfloat16_while_training(encoder_dir):
 def test_head_precision_names_and_the_environment_override(monkeypatch):
     import torch
 
-    from clef_agents.model.engine import cpu_has_native_bf16, head_dtype
+    from clef_agents.model.scorer import cpu_has_native_bf16, head_dtype
 
     cpu = torch.device("cpu")
     assert head_dtype("float32", cpu) == torch.float32

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_training import tiny_records
 from tiny_models import make_model
 
@@ -39,7 +38,7 @@ def test_each_question_keeps_the_features_with_the_lower_held_out_nll(taught):
     from clef_agents.train.teach import FEATURE_CANDIDATES
 
     model, reports = taught
-    for text, report in reports.items():
+    for report in reports.values():
         by_features = report["held_out_nll_by_features"]
         assert set(by_features) == set(FEATURE_CANDIDATES)
         assert report["features"] == min(by_features, key=by_features.get)
@@ -51,9 +50,9 @@ def test_each_question_keeps_the_features_with_the_lower_held_out_nll(taught):
 
 def test_questions_taught_on_different_features_answer_as_when_alone(encoder_dir):
     """One request can mix taught questions that read different features; each answers as it was taught."""
-    from clef_agents.train.teach import teach
-
     import torch
+
+    from clef_agents.train.teach import teach
 
     def same_head_model():
         torch.manual_seed(0)  # the three models must share one head and adapter
@@ -317,7 +316,7 @@ def test_taught_features_are_unit_blocks_of_the_last_layers(encoder_dir):
     records = tiny_records(3, 15)
     batch = engine.encode([(r["state"], list(engine_questions(r))) for r in records])
     with torch.no_grad():
-        states = engine._hidden_states(batch.input_ids, batch.attention_mask)
+        states = engine.encoder.hidden_states(batch.input_ids, batch.attention_mask)
         _, features = engine.logits_and_features(batch, [FEATURES, "mean1"])
     mask = batch.attention_mask.unsqueeze(-1).float()
     last_mean = (states[-1] * mask).sum(1) / mask.sum(1)

@@ -8,7 +8,6 @@ import math
 import random
 
 import pytest
-
 from test_teach import teach_twice_by_cli
 from test_training import tiny_records
 from tiny_models import make_model
@@ -49,17 +48,17 @@ def tool_records(n: int, seed: int) -> list[dict]:
 def test_a_listing_is_read_as_tools_and_the_request_after_them():
     from clef_agents.model.tool_match import lists_tools, split_tool_listing
 
-    state = "\n".join([
-        "Available tools:",
-        '{"description": "no name, not a tool"}',
-        '{"name": "refund", "description": "Send money back."}',
-        '{"name": "lookup"}',
-        "{not json}",
-        "",
-        "Conversation:",
-        "user: I was charged twice",
-        "assistant: let me check",
-    ])
+    state = (
+        "Available tools:\n"
+        '{"description": "no name, not a tool"}\n'
+        '{"name": "refund", "description": "Send money back."}\n'
+        '{"name": "lookup"}\n'
+        "{not json}\n"
+        "\n"
+        "Conversation:\n"
+        "user: I was charged twice\n"
+        "assistant: let me check"
+    )
     tools, request = split_tool_listing(state)
     assert tools == ["refund: Send money back.", "lookup"]
     assert request == "{not json}\nConversation:\nuser: I was charged twice\nassistant: let me check"
@@ -199,7 +198,11 @@ def test_the_coverage_kind_checks_its_kind_and_needs_its_idf():
 
 
 def test_coverage_features_weigh_request_tokens_by_idf_and_read_each_tool():
-    from clef_agents.model.tool_match import coverage_features, fit_token_idf, token_weights
+    from clef_agents.model.tool_match import (
+        coverage_features,
+        fit_token_idf,
+        token_weights,
+    )
 
     # token ids: 0 "the", 1 "circle", 2 "triangle", 3 "area"; one-hot vectors, so a token matches only itself
     vocabulary = {"the": 0, "circle": 1, "triangle": 2, "area": 3}
@@ -228,14 +231,14 @@ def test_coverage_features_weigh_request_tokens_by_idf_and_read_each_tool():
 
 
 def test_the_token_cache_keeps_the_most_recent_tool_texts(encoder_dir, monkeypatch):
-    import clef_agents.model.engine as engine_module
+    import clef_agents.model.encoder as encoder_module
 
     engine = make_model(encoder_dir).engine
     engine.clear_caches()
-    monkeypatch.setattr(engine_module, "TOKEN_CACHE_SIZE", 2)
+    monkeypatch.setattr(encoder_module, "TOKEN_CACHE_SIZE", 2)
     first = engine.embed_tokens_frozen(["card lost", "refund money"])
     engine.embed_tokens_frozen(["card lost", "spam prize"])
-    assert list(engine._token_cache) == ["card lost", "spam prize"]
+    assert engine.encoder.cached_token_texts() == ["card lost", "spam prize"]
     (ids, vectors), = engine.embed_tokens_frozen(["refund money"], cache=False)
     torch.testing.assert_close(ids, first[1][0])
     torch.testing.assert_close(vectors, first[1][1], atol=2e-3, rtol=0)  # the cache keeps half precision
@@ -280,14 +283,14 @@ def test_cli_teaches_without_the_tool_match(encoder_dir, tmp_path, capsys):
 
 
 def test_the_frozen_text_cache_keeps_the_most_recent_texts(encoder_dir, monkeypatch):
-    import clef_agents.model.engine as engine_module
+    import clef_agents.model.encoder as encoder_module
 
     engine = make_model(encoder_dir).engine
     engine.clear_caches()
-    monkeypatch.setattr(engine_module, "TEXT_CACHE_SIZE", 3)
+    monkeypatch.setattr(encoder_module, "TEXT_CACHE_SIZE", 3)
     first = engine.encode_texts(["card lost", "refund money", "login error"])
     engine.encode_texts(["card lost", "spam prize"])  # "card lost" used again: "refund money" is the oldest
-    assert list(engine._text_cache) == ["login error", "card lost", "spam prize"]
+    assert engine.encoder.cached_texts() == ["login error", "card lost", "spam prize"]
     torch.testing.assert_close(engine.encode_texts(["refund money"])[0], first[1])  # recomputed alike
     torch.testing.assert_close(engine.embed_frozen(["refund money", "login error"], cache=False), first[1:])
     assert engine.embed_frozen([], cache=False).shape == (0, engine.backbone.hidden_size)
@@ -349,7 +352,6 @@ def test_a_gate_asks_the_tool_question_of_the_rendered_listing():
 
 def test_a_batch_encodes_all_its_requests_in_one_call_and_answers_as_one_by_one(tool_taught, monkeypatch):
     model, _ = tool_taught
-    engine = model.engine
     records = tool_records(10, 26)
     requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
     one_by_one = [model.batch([request])[0].answers["call"].noul for request in requests]
@@ -361,8 +363,9 @@ def test_a_batch_encodes_all_its_requests_in_one_call_and_answers_as_one_by_one(
             return real(texts, cache)
         return wrapped
 
-    monkeypatch.setattr(engine, "embed_frozen", counting(engine.embed_frozen))
-    monkeypatch.setattr(engine, "embed_tokens_frozen", counting(engine.embed_tokens_frozen))
+    encoder = model.engine.encoder
+    monkeypatch.setattr(encoder, "embed_frozen", counting(encoder.embed_frozen))
+    monkeypatch.setattr(encoder, "embed_tokens_frozen", counting(encoder.embed_tokens_frozen))
     together = [response.answers["call"].noul for response in model.batch(requests)]
     assert [call for call in calls if not call[1]] == [(10, False)]  # the ten requests, in one encoder call
     assert together == pytest.approx(one_by_one, abs=1e-4)  # padded together vs alone: float noise in every pass

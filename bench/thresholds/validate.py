@@ -33,8 +33,12 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from clef_agents.thresholds import SyntheticScores, decision_samples, fit_error_threshold  # noqa: E402
-from clef_agents.thresholds.records import predict_probabilities, with_probabilities  # noqa: E402
+from clef_agents.thresholds import (
+    SyntheticScores,
+    decision_samples,
+    fit_error_threshold,
+)
+from clef_agents.thresholds.records import predict_probabilities, with_probabilities
 
 HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("CLEF_DATA", HERE.parents[2] / "shared" / "data"))
@@ -75,7 +79,7 @@ def head_precision() -> str:
     """The head's CPU inference dtype on this machine (it moves probabilities slightly, so it is part of the cache key)."""
     import torch
 
-    from clef_agents.model.engine import head_dtype
+    from clef_agents.model.scorer import head_dtype
 
     return str(head_dtype(None, torch.device("cpu")))
 
@@ -207,11 +211,11 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Command: `{report['command']}`",
         "",
-        f"Method: {report['method']}; confidence {report['confidence']} (δ = {round(1 - report['confidence'], 6)}); "
-        f"{report['splits']} random 50/50 splits per row; fitted on one half, measured on the other.",
+        (f"Method: {report['method']}; confidence {report['confidence']} (δ = {round(1 - report['confidence'], 6)}); "
+        f"{report['splits']} random 50/50 splits per row; fitted on one half, measured on the other."),
         "",
-        "| data | n | target | share of splits with realised error ≤ target | realised error p50 / p95 / max | "
-        "coverage mean (p5–p95) | oracle coverage | certified |",
+        ("| data | n | target | share of splits with realised error ≤ target | realised error p50 / p95 / max | "
+        "coverage mean (p5–p95) | oracle coverage | certified |"),
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, section in report["datasets"].items():
@@ -226,8 +230,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{100 * res['coverage_mean']:.1f}% ({100 * c['5']:.1f}–{100 * c['95']:.1f}%) | "
                 f"{100 * res['oracle_coverage_mean']:.1f}% | {res['certified_splits']}/{res['splits']} |"
             )
-    lines += ["", "Oracle coverage: the largest share a threshold chosen on the test half itself could accept with "
-              "realised error ≤ target (not achievable; for scale).", ""]
+    lines += ["", ("Oracle coverage: the largest share a threshold chosen on the test half itself could accept with "
+              "realised error ≤ target (not achievable; for scale)."), ""]
     for name, section in report["datasets"].items():
         if section.get("model"):
             lines.append(f"- {name}: model `{section['model']}`, test-set accuracy {100 * section['accuracy']:.2f}%, "

@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from clef_agents import wire
-from clef_agents.model.engine import DecisionEngine, _num_layers, question_key
+from clef_agents.model.engine import DecisionEngine
+from clef_agents.model.scorer import question_key
 from clef_agents.model.taught import FEATURES, SCALE, feature_size
 
 Example = tuple[str, list[wire.TextQuestion], list[int]]
@@ -61,7 +62,7 @@ class Probes(torch.nn.Module):
             raise ValueError("no question recurs often enough to probe: the adapter stage needs records whose questions "
                              f"repeat (same instructions and options) at least {MIN_PROBE_RECORDS} times")
         self.features = features
-        size = feature_size(features, engine.backbone.hidden_size, _num_layers(engine.backbone.model))
+        size = feature_size(features, engine.backbone.hidden_size, engine.encoder.num_layers)
         self.index = {key: i for i, key in enumerate(sorted(questions))}
         self.layers = torch.nn.ModuleList(torch.nn.Linear(size, questions[key]) for key in sorted(questions))
 
@@ -113,7 +114,7 @@ def accumulate(engine: DecisionEngine, probes: Probes, examples: list[Example], 
 @torch.no_grad()
 def probe_accuracy(engine: DecisionEngine, probes: Probes, records: Sequence[dict[str, Any]], chunk: int = 64) -> dict[str, Any]:
     """Held-out accuracy of the probes, per question (by its instructions) and over all probed answers."""
-    from clef_agents.train.trainer import record_to_example  # noqa: PLC0415
+    from clef_agents.train.trainer import record_to_example
 
     examples = [record_to_example(r) for r in probed_records(records, probes)]
     hits: Counter[str] = Counter()

@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                 "(default mini)")
     calibrate.add_argument("--records", nargs="+", required=True, help="labelled JSONL decision records (one or more files)")
     calibrate.add_argument("--out", default=None, help="folder for the recalibrated checkpoint (probability calibration)")
-    from clef_agents.thresholds.cli import add_lane_arguments  # noqa: PLC0415  (light: no numpy, no torch)
+    from clef_agents.thresholds.cli import add_lane_arguments
 
     add_lane_arguments(calibrate)
     calibrate.set_defaults(func=_run_calibrate)
@@ -130,7 +130,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
-    from clef_agents.train.records import read_records  # noqa: PLC0415
+    from clef_agents.train.records import read_records
 
     return [record for path in paths for record in read_records(path)]
 
@@ -154,10 +154,15 @@ def _run_train_reader(args: argparse.Namespace) -> int:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from clef_agents.model.config import ClefConfig  # noqa: PLC0415
-    from clef_agents.train.calibration import fit_calibration  # noqa: PLC0415
-    from clef_agents.train.recipes import MINI_CACHE_CAPS, MINI_LABEL_WEIGHTS, MINI_MIXTURE, cap_records, mixture_records  # noqa: PLC0415
-    from clef_agents.train.trainer import TrainSettings, train  # noqa: PLC0415
+    from clef_agents.train.calibration import fit_calibration
+    from clef_agents.train.recipes import (
+        MINI_CACHE_CAPS,
+        MINI_LABEL_WEIGHTS,
+        MINI_MIXTURE,
+        cap_records,
+        mixture_records,
+    )
+    from clef_agents.train.trainer import TrainSettings, train
 
     out = Path(args.out)
     weights: dict[str, float] = {}
@@ -199,9 +204,9 @@ def _run_train(args: argparse.Namespace) -> int:
 def _starting_model(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """A fresh model, or (``--init``) one that starts from a checkpoint's adapter and head; head
     parts the checkpoint lacks start from their initial values. Returns it and the old data card."""
-    from clef_agents.model.config import ClefConfig  # noqa: PLC0415
-    from clef_agents.model.decision_model import checkpoint_folder  # noqa: PLC0415
-    from clef_agents.model.engine import _resolve_backbone  # noqa: PLC0415
+    from clef_agents.model.checkpoint import resolve_backbone
+    from clef_agents.model.config import ClefConfig
+    from clef_agents.model.decision_model import checkpoint_folder
 
     if not args.init:
         return _fresh(_with_lora_args(ClefConfig(name=args.name, backbone=args.backbone), args)), {}
@@ -209,7 +214,7 @@ def _starting_model(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     old = json.loads((folder / "config.json").read_text())
     old["head"]["match"] = True  # the current head; parts the checkpoint lacks start fresh
     config = ClefConfig.model_validate({**old, "name": args.name, "trained": False, "data_card": {}})
-    config.backbone = _resolve_backbone(config.backbone, folder)
+    config.backbone = resolve_backbone(config.backbone, folder)
     model = _fresh(_with_lora_args(config, args))
     missing = model.engine.load_weights(folder, strict=False)
     if missing:
@@ -253,7 +258,7 @@ def _with_lora_args(config: Any, args: argparse.Namespace) -> Any:
 
 def _backbone_depth(config: Any) -> int:
     """Number of layers of the config's backbone (for ``--lora-layers all``), read from its config.json."""
-    from clef_agents.model.backbones import is_minilm, minilm_path  # noqa: PLC0415
+    from clef_agents.model.backbones import is_minilm, minilm_path
 
     folder = minilm_path() if is_minilm(config.backbone) else Path(config.backbone)
     if not (folder / "config.json").exists():
@@ -267,10 +272,10 @@ def _stage_entry(card: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fresh(config: Any) -> Any:
-    import warnings  # noqa: PLC0415
+    import warnings
 
-    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning  # noqa: PLC0415
-    from clef_agents.model.engine import DecisionEngine  # noqa: PLC0415
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+    from clef_agents.model.engine import DecisionEngine
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
@@ -301,14 +306,14 @@ def _data_card(summary: dict[str, Any], weights: dict[str, float], args: argpars
 
 def _run_calibrate(args: argparse.Namespace) -> int:
     if getattr(args, "max_auto_error", None) is not None:
-        from clef_agents.thresholds.cli import run_lane_fit  # noqa: PLC0415
+        from clef_agents.thresholds.cli import run_lane_fit
 
         return run_lane_fit(args)
     if not args.model or not args.out:
         raise ValueError("probability calibration needs --model and --out (or pass --max-auto-error to fit lane thresholds)")
-    from clef_agents.model import ClefDecisionModel  # noqa: PLC0415
-    from clef_agents.train.calibration import fit_calibration  # noqa: PLC0415
-    from clef_agents.train.evaluate import summarise_calibration  # noqa: PLC0415
+    from clef_agents.model import ClefDecisionModel
+    from clef_agents.train.calibration import fit_calibration
+    from clef_agents.train.evaluate import summarise_calibration
 
     model = ClefDecisionModel.from_pretrained(args.model)
     records = _read_jsonl(args.records)
@@ -321,23 +326,23 @@ def _run_calibrate(args: argparse.Namespace) -> int:
 
 
 def _run_teach(args: argparse.Namespace) -> int:
-    from clef_agents.model import ClefDecisionModel  # noqa: PLC0415
-    from clef_agents.train.teach import FEATURE_CANDIDATES, teach  # noqa: PLC0415
+    from clef_agents.model import ClefDecisionModel
+    from clef_agents.train.teach import FEATURE_CANDIDATES, teach
 
     if not args.records and not args.datasets:
         raise ValueError("teach needs labelled records: pass --records FILE... or --datasets NAME...")
     if args.datasets and args.records and not args.valid_records:
         raise ValueError("mixing --records with --datasets needs --valid-records (the data sets bring their own held-out split)")
-    from clef_agents.train.split import check_trainable  # noqa: PLC0415
+    from clef_agents.train.split import check_trainable
 
     check_trainable(args.datasets or [])
     if args.threads:
-        import torch  # noqa: PLC0415
+        import torch
 
         torch.set_num_threads(args.threads)
     records, held_out = _read_jsonl(args.records or []), _read_jsonl(args.valid_records or [])
     for name in args.datasets or []:
-        from clef_agents.train.datasets import available_splits, load_records  # noqa: PLC0415
+        from clef_agents.train.datasets import available_splits, load_records
 
         records += load_records(name, "train")
         held_out += load_records(name, "valid") if "valid" in available_splits(name) else []
@@ -358,7 +363,7 @@ def _run_teach(args: argparse.Namespace) -> int:
         "datasets": list(args.datasets or []),
         "records": [str(p) for p in args.records or []],
         "seconds": seconds,
-        "command": "clef-agents teach --model {} --out {}".format(args.model, args.out)
+        "command": f"clef-agents teach --model {args.model} --out {args.out}"
         + (" --datasets " + " ".join(args.datasets) if args.datasets else "")
         + (" --records " + " ".join(args.records) if args.records else "")
         + (" --prior " + " ".join(args.prior) if args.prior else "")
@@ -418,7 +423,7 @@ def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
 
 
 def _run_eval(args: argparse.Namespace) -> int:
-    from clef_agents.train.evaluate import run_evaluation  # noqa: PLC0415
+    from clef_agents.train.evaluate import run_evaluation
 
     report = run_evaluation(
         model_ref=args.model,

@@ -35,7 +35,8 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
-from clef_agents.model.engine import DecisionEngine, EncodedBatch
+from clef_agents.model.engine import DecisionEngine
+from clef_agents.model.scorer import EncodedBatch
 from clef_agents.model.taught import TaughtQuestions
 
 Example = tuple[str, list[wire.TextQuestion], list[int]]
@@ -167,7 +168,7 @@ def _cumulative_label_weights(dataset: str, pool: list[dict[str, Any]], label_we
 def _augmenter(settings: TrainSettings) -> Callable[[dict[str, Any], random.Random], dict[str, Any]]:
     if not settings.augment:
         return lambda record, rng: record
-    from clef_agents.train import augment  # noqa: PLC0415
+    from clef_agents.train import augment
 
     config = augment.AugmentConfig()
     return lambda record, rng: augment.augment_record(record, rng, config)
@@ -199,7 +200,7 @@ def train(
     Example:
         >>> summary = train(model, records, TrainSettings(steps=10), "runs/tiny")  # doctest: +SKIP
     """
-    from tqdm.auto import tqdm  # noqa: PLC0415
+    from tqdm.auto import tqdm
 
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -214,7 +215,7 @@ def train(
     params = _stage_parameters(engine, settings.stage)
     probes = None
     if settings.stage == "adapter":
-        from clef_agents.train import adapter_stage  # noqa: PLC0415
+        from clef_agents.train import adapter_stage
 
         probes = adapter_stage.Probes(adapter_stage.probe_questions(train_records), engine).to(engine.device)
         train_records = adapter_stage.probed_records(train_records, probes)
@@ -373,7 +374,7 @@ class StateCache:
 
     def fill(self, texts: Sequence[str], progress: bool = True) -> None:
         """Compute the states of texts not yet cached (length-sorted chunks, little padding)."""
-        from tqdm.auto import tqdm  # noqa: PLC0415
+        from tqdm.auto import tqdm
 
         missing = sorted((t for t in dict.fromkeys(texts) if t not in self.states), key=len)
         for start in tqdm(range(0, len(missing), self.chunk), desc="cache states", unit="batch", disable=not progress):
@@ -382,7 +383,7 @@ class StateCache:
 
     def fingerprint(self) -> str:
         """What the states depend on: backbone name, window and adapter weights."""
-        import hashlib  # noqa: PLC0415
+        import hashlib
 
         digest = hashlib.sha256(f"{self.engine.config.backbone}|{self.engine.config.max_state_tokens}".encode())
         for name, p in sorted(self.engine.network.named_parameters()):
@@ -397,12 +398,12 @@ class StateCache:
         them even when its adapter differs; the states are reused only with the same adapter.
         """
         texts = list(self.states)
-        schema_texts = list(self.engine._text_cache)
+        schema = self.engine.encoder.cached_vectors()
         tmp = Path(f"{path}.tmp")
         torch.save({
             "fingerprint": self.fingerprint(), "texts": texts, "states": [self.states[t] for t in texts],
-            "schema_backbone": self.engine.config.backbone, "schema_texts": schema_texts,
-            "schema_vectors": [self.engine._text_cache[t] for t in schema_texts],
+            "schema_backbone": self.engine.config.backbone, "schema_texts": list(schema),
+            "schema_vectors": list(schema.values()),
         }, tmp)
         tmp.replace(path)
 
@@ -413,8 +414,7 @@ class StateCache:
             return 0
         saved = torch.load(path, weights_only=True)
         if saved.get("schema_backbone") == self.engine.config.backbone:
-            for text, vector in zip(saved["schema_texts"], saved["schema_vectors"]):
-                self.engine._text_cache.setdefault(text, vector)
+            self.engine.encoder.cache_vectors(dict(zip(saved["schema_texts"], saved["schema_vectors"])))
         if saved["fingerprint"] != self.fingerprint():
             print(f"state cache {path} was made with other weights; recomputing")
             return 0
