@@ -213,3 +213,20 @@ def test_the_cli_parses_train_reader_with_its_defaults():
     args = build_parser().parse_args(["train-reader", "--out", "runs/r", "--model", "mini"])
     assert (args.steps, args.batch_size, args.exclude, args.max_tokens) == (2300, 32, ["banking77"], 256)
     assert args.func.__name__ == "_run_train_reader"
+
+
+def test_evaluation_scores_untaught_questions_by_the_readers_answers(tiny_folder):
+    from clef_agents.train.evaluate import evaluate_records
+
+    model = make_model(tiny_folder)
+    reader = make_reader(tiny_folder)
+    model.engine.attach_reader(reader)
+    records = toy_records(6, seed=3)
+    report = evaluate_records(model, records, progress=False)
+    assert report["noul"]["reader_questions"] == 6 and report["choice"]["reader_questions"] == 6
+    probs = reader.predict([(wire.state_text(r["state"]), wire.validate_questions(r["questions"])[QID]) for r in records])
+    gold = [g for _, _, g in typed_items(records)]
+    nouls = [(p, g) for p, g, r in zip(probs, gold, records) if r["questions"][QID]["type"] == "noul"]
+    expected = sum(max(range(2), key=p.__getitem__) == g for p, g in nouls) / len(nouls)
+    assert report["noul"]["calibrated"]["accuracy"] == pytest.approx(expected)
+    assert "head_calibrated" in report["noul"]

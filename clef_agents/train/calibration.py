@@ -27,7 +27,8 @@ CHUNK = 64
 @dataclass
 class RawLogits:
     """Uncalibrated head logits of one question, with its type and gold index, and the
-    probabilities the model answers with (``answered``: calibrated, taught where taught)."""
+    probabilities the model answers with (``answered``: calibrated; by taught weights where taught,
+    by the question reader where the model has one and the question is not taught)."""
 
     kind: str
     logits: torch.Tensor
@@ -35,6 +36,7 @@ class RawLogits:
     dataset: str
     answered: list[float] | None = None
     taught: bool = False
+    read: bool = False
 
 
 @torch.no_grad()
@@ -54,12 +56,25 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
         logits, features = engine.logits_and_features(batch, engine.taught_specs(taught))
         logits, features = logits.float().cpu(), {spec: value.float().cpu() for spec, value in features.items()}
         answered = engine.calibrated_log_probs(logits, batch, questions, features, taught)
-        for i, (spans, (_, row, gold)) in enumerate(zip(batch.spans, examples)):
+        read = _reader_answers(engine.reader, examples, taught)
+        for i, (spans, (text, row, gold)) in enumerate(zip(batch.spans, examples)):
             dataset = chunk[i].get("meta", {}).get("dataset", "?")
             for q, ((a, b), question, target) in enumerate(zip(spans, row, gold)):
-                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset, answered[i][q].exp().tolist(),
-                                     taught[i][q] is not None))
+                by_reader = read.get((i, q))
+                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset,
+                                     by_reader if by_reader is not None else answered[i][q].exp().tolist(),
+                                     taught[i][q] is not None, by_reader is not None))
     return out
+
+
+def _reader_answers(reader: Any, examples: Sequence[tuple[str, list[Any], list[int]]],
+                    taught: Sequence[Sequence[Any]]) -> dict[tuple[int, int], list[float]]:
+    """The question reader's probabilities for every untaught question, by (request, question) index."""
+    if reader is None:
+        return {}
+    keys = [(i, q) for i, (_, row, _) in enumerate(examples) for q in range(len(row)) if taught[i][q] is None]
+    probabilities = reader.predict([(examples[i][0], examples[i][1][q]) for i, q in keys]) if keys else []
+    return dict(zip(keys, probabilities))
 
 
 def _fit_temperature(items: list[RawLogits]) -> float:

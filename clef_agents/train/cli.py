@@ -136,10 +136,10 @@ def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
 
 
 def _run_train_reader(args: argparse.Namespace) -> int:
-    import torch  # noqa: PLC0415
+    import torch
 
-    from clef_agents.model.reader import ReaderConfig  # noqa: PLC0415
-    from clef_agents.train.reader import attach_reader, train_reader  # noqa: PLC0415
+    from clef_agents.model.reader import ReaderConfig
+    from clef_agents.train.reader import attach_reader, train_reader
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -70,8 +70,12 @@ def evaluate_records(model: ClefDecisionModel, records: Sequence[dict[str, Any]]
             continue
         entry = {"calibrated": metrics_for(chosen, model.config.calibration, names.get(kind), answered=True)}
         taught = sum(it.taught for it in chosen)
+        read = sum(it.read for it in chosen)
         if taught:
             entry["taught_questions"] = taught
+        if read:
+            entry["reader_questions"] = read
+        if taught or read:
             entry["head_calibrated"] = metrics_for(chosen, model.config.calibration, names.get(kind))
         if with_uncalibrated:
             entry["uncalibrated"] = metrics_for(chosen, IDENTITY, names.get(kind))

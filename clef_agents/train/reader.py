@@ -232,9 +232,9 @@ def attach_reader(model: str | Path, reader_folder: str | Path, out: str | Path)
         >>> attach_reader("mini", "runs/reader/final", "runs/mini_reader")  # doctest: +SKIP
         PosixPath('runs/mini_reader')
     """
-    import warnings  # noqa: PLC0415
+    import warnings
 
-    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning  # noqa: PLC0415
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
