@@ -112,6 +112,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="data sets left out (default: banking77, the intent family's leave-one-out target)")
     reader.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop training after this long (the checkpoint is written, then calibrated)")
+    reader.add_argument("--init", default=None, help="continue from this reader folder (e.g. an earlier run's OUT/final)")
     reader.add_argument("--save-every", type=int, default=250, help="steps between checkpoints in OUT/last (default 250)")
     reader.add_argument("--seed", type=int, default=0, help="seed of the data draw, order and initialisation (default 0)")
     reader.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
@@ -145,7 +146,7 @@ def _run_train_reader(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
                            exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
-                           config=ReaderConfig(max_tokens=args.max_tokens), progress=not args.no_progress)
+                           config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress)
     print(json.dumps(summary, indent=2))
     if args.model:
         folder = attach_reader(args.model, summary["final"], Path(args.out) / "model")

@@ -112,6 +112,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     records = reader_records("train", per_set=per_set, seed=seed, exclude=exclude)
     items = typed_items(records)
     reader = QuestionReader.load(init) if init else QuestionReader.create(config)
+    previous = reader.config.trained_on or None
     heads = [p for n, p in reader.network.named_parameters() if not n.startswith("encoder.")]
     body = [p for p in reader.iter_parameters() if all(p is not h for h in heads)]
     for p in body + heads:
@@ -159,7 +160,8 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     calibration = fit_calibration(reader, valid)
     reader.set_calibration(calibration)
     trained_on = {"sets": sorted({r["meta"]["dataset"] for r in records}), "excluded": sorted(exclude), "records": len(records),
-                  "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set}
+                  "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr,
+                  "init": str(init) if init else None, "previous": previous}
     reader.config = reader.config.model_copy(update={"trained_on": trained_on})
     reader.save(out / "final")
     summary = {**trained_on, "examples_per_s": round((step + 1) * batch_size / train_s, 2), "train_wall_s": round(train_s, 1),
