@@ -280,6 +280,45 @@ def ceiling_lines() -> list[str]:
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
 
 
+def reader_lines(config: dict) -> list[str]:
+    """The question reader: what it reads, what it learnt from, how long it took (from the data card)."""
+    reader = (config.get("data_card") or {}).get("reader")
+    folder = shipped_checkpoint("mini")
+    if not reader or not (folder / "reader.json").exists():
+        return []
+    settings = json.loads((folder / "reader.json").read_text())
+    cal = settings["calibration"]
+    runs = []
+    entry: dict | None = reader
+    while entry:
+        runs.append(entry)
+        entry = entry.get("previous")
+    lines = [
+        "",
+        "## Question reader (answers every question nobody taught)",
+        "",
+        ("- One MiniLM pass per question over `[CLS] question [SEP] option ; option ; … [SEP] state [SEP]`: yes/no from the"
+        " `[CLS]` vector, each option from the mean of its own tokens compared with `[CLS]`; options that do not fit"
+        f" {settings['max_options_tokens']} tokens are read in further passes. Window {settings['max_tokens']} tokens, state cut"
+        f" head + tail (tail share {settings['tail_fraction']}). Details: [docs/reader.md](docs/reader.md)."),
+        "- Weights: the six MiniLM layers and two small heads, trained in full (token embeddings as shipped), stored in half precision.",
+        (f"- Calibration (validation records of its training sets): Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f};"
+        f" choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f}"
+        f" ({cal['fitted_on'].get('nouls')} yes/no, {cal['fitted_on'].get('choices')} choice, {cal['fitted_on'].get('scores')} score records)."),
+        (f"- Left out of its training: {', '.join(reader.get('excluded') or []) or 'nothing'} (the intent family's leave-one-out"
+        " target) and every held-out set."),
+        (f"- Learnt from {len(reader.get('sets', []))} sets, each row made into several questions (`clef_agents/train/reader_data.py`):"
+        f" {', '.join(reader.get('sets', []))}."),
+    ]
+    for i, run in enumerate(reversed(runs), 1):
+        lines.append(
+            f"- Run {i}: `{run.get('command', 'clef-agents train-reader')}` — {run.get('steps')} steps × batch {run.get('batch_size')}"
+            f" over {run.get('records')} records (seed {run.get('seed')}); {(run.get('train_wall_s') or 0) / 60:.0f} min of training"
+            f" on 2 CPU cores ({run.get('examples_per_s')} examples/s); loss {num(run.get('loss_first'))} → {num(run.get('loss_last'))}."
+        )
+    return lines
+
+
 def untaught_lines() -> list[str]:
     """The held-out benchmark of untaught questions (bench/general), for `mini` beside the baselines."""
     if not GENERAL.exists():
@@ -381,6 +420,7 @@ def render() -> str:
     for name, share in MINI_MIXTURE.items():
         spec = DATASETS[name]
         lines.append(f"| {name} | {100 * share / total:.1f}% | {spec.licence} | {spec.attribution} |")
+    lines += reader_lines(config)
     lines += status_lines(mini)
     lines += untaught_lines()
     lines += [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -146,7 +147,8 @@ def _run_train_reader(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
                            exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
-                           config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress)
+                           config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress,
+                           command=" ".join(["clef-agents", *sys.argv[1:]]))
     print(json.dumps(summary, indent=2))
     if args.model:
         folder = attach_reader(args.model, summary["final"], Path(args.out) / "model")

@@ -99,7 +99,7 @@ def _schedule(step: int, steps: int, warmup: int) -> float:
 def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: float = 5e-5, lr_heads: float = 1e-3,
                  seed: int = 0, exclude: Sequence[str] = ("banking77",), per_set: int = 4000, time_limit_s: float | None = None,
                  save_every: int = 250, config: ReaderConfig | None = None, init: str | Path | None = None,
-                 progress: bool = True) -> dict[str, Any]:
+                 progress: bool = True, command: str | None = None) -> dict[str, Any]:
     """Train a reader from the backbone (or ``init``), calibrate it on validation records, save ``out/final``.
 
     Returns a summary (steps run, examples/s, losses, wall time, data) that is also written to
@@ -159,7 +159,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     valid = typed_items(reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude))
     calibration = fit_calibration(reader, valid)
     reader.set_calibration(calibration)
-    trained_on = {"sets": sorted({r["meta"]["dataset"] for r in records}), "excluded": sorted(exclude), "records": len(records),
+    trained_on = {"command": command, "sets": sorted({r["meta"]["dataset"] for r in records}), "excluded": sorted(exclude), "records": len(records),
                   "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr,
                   "init": str(init) if init else None, "previous": previous}
     reader.config = reader.config.model_copy(update={"trained_on": trained_on})
@@ -228,7 +228,8 @@ def _fit_temperature(pairs: Sequence[tuple[torch.Tensor, int]]) -> float:
 
 def attach_reader(model: str | Path, reader_folder: str | Path, out: str | Path) -> Path:
     """Write ``out``: the checkpoint ``model`` (a folder or ``"mini"``) with the reader of ``reader_folder``
-    attached, its data card noting what the reader learnt from.
+    attached, its data card noting what the reader learnt from (and the run's ``summary.json``, when
+    the reader folder sits in a ``train-reader`` run folder: wall time, examples/s, losses).
 
     Example:
         >>> attach_reader("mini", "runs/reader/final", "runs/mini_reader")  # doctest: +SKIP
@@ -243,6 +244,8 @@ def attach_reader(model: str | Path, reader_folder: str | Path, out: str | Path)
         decision_model = ClefDecisionModel.from_pretrained(model, reader=False)
     reader = QuestionReader.load(reader_folder)
     decision_model.engine.attach_reader(reader)
-    card = {**decision_model.config.data_card, "reader": reader.config.trained_on}
+    summary = Path(reader_folder).parent / "summary.json"
+    run = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else {}
+    card = {**decision_model.config.data_card, "reader": {**run, **reader.config.trained_on}}
     decision_model.engine.config = decision_model.config.model_copy(update={"data_card": card})
     return decision_model.save_pretrained(out)
