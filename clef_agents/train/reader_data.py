@@ -270,6 +270,13 @@ def _from_raw_choice(name: str, split: str, kind: str, rng: random.Random, limit
 
 
 SST5_LADDER = ["very negative", "negative", "neutral", "positive", "very positive"]
+SST3_LADDERS = [["negative", "neutral", "positive"], ["bad", "mixed", "good"], ["dislikes it", "neither", "likes it"],
+                ["critical", "balanced", "favourable"]]
+SEVERITY_LADDERS = [["not offensive", "offensive", "hateful"], ["clean", "rude", "hate speech"],
+                    ["harmless", "insulting", "attacks a group"]]
+SEVERITY_UP = ["How offensive is this tweet?", "Rate the toxicity of this post.", "How abusive is the language here?",
+               "Severity of offence?"]
+SEVERITY_DOWN = ["How civil is this tweet?", "How clean is the language of this post?", "Rate how inoffensive this is."]
 SCORE_UP = ["How positive is this review?", "Rate how much the writer likes the film.", "Sentiment, from negative to positive?",
             "How favourable is this text?"]
 SCORE_DOWN = ["How negative is this review?", "Rate how much the writer dislikes the film.", "How critical is this text?",
@@ -282,9 +289,14 @@ def _from_sst5(split: str, rng: random.Random, limit: int) -> list[dict[str, Any
         level = int(record["labels"]["sentiment"])
         state = record["state"]
         down = rng.random() < 0.4
-        ladder = list(reversed(SST5_LADDER)) if down else SST5_LADDER
+        if rng.random() < 0.5:
+            ladder, gold = SST5_LADDER, level
+        else:
+            ladder, gold = rng.choice(SST3_LADDERS), (0 if level < 2 else 1 if level == 2 else 2)
+        top = len(ladder) - 1
+        ladder = list(reversed(ladder)) if down else list(ladder)
         question = {"type": "score", "instructions": rng.choice(SCORE_DOWN if down else SCORE_UP), "criteria": ladder}
-        out.append(_record(state, question, 4 - level if down else level, "sst5", "score_down" if down else "score_up"))
+        out.append(_record(state, question, top - gold if down else gold, "sst5", "score_down" if down else "score_up"))
         if level != 2:
             negated = rng.random() < 0.4
             text = rng.choice(["Is this review negative?", "Does the writer dislike the film?", "Is the sentiment unfavourable?"]
@@ -305,6 +317,14 @@ def _from_hate_offensive(split: str, rng: random.Random, limit: int) -> list[dic
                                                "Is this tweet clean?"])
         out.append(_record(record["state"], {"type": "noul", "instructions": text}, (label != "neither") != negated,
                            "hate_offensive", "binary"))
+        if rng.random() < 0.5:
+            severity = {"neither": 0, "offensive_language": 1, "hate_speech": 2}[label]
+            down = rng.random() < 0.4
+            ladder = list(rng.choice(SEVERITY_LADDERS))
+            question = {"type": "score", "instructions": rng.choice(SEVERITY_DOWN if down else SEVERITY_UP),
+                        "criteria": list(reversed(ladder)) if down else ladder}
+            out.append(_record(record["state"], question, 2 - severity if down else severity, "hate_offensive",
+                               "score_down" if down else "score_up"))
     return out
 
 
@@ -341,7 +361,7 @@ def _one_set(name: str, split: str, rng: random.Random, per_set: int) -> list[di
     if name in BINARIES:
         return _from_binary(BINARIES[name], split, rng, per_set)
     if name == "sst5":
-        return _from_sst5(split, rng, per_set // 2)
+        return _from_sst5(split, rng, per_set)
     if name == "hate_offensive":
         return _from_hate_offensive(split, rng, per_set // 2)
     if name == "bfcl_relevance":
