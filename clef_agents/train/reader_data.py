@@ -407,8 +407,33 @@ def reader_records(split: str, per_set: int = 3000, seed: int = 0, exclude: Iter
         if split == "valid" and name in datasets.DATASETS and "valid" not in datasets.available_splits(name):
             continue
         out += _one_set(name, split, rng, per_set)
+    out = balanced_yes_no(out, rng)
     rng.shuffle(out)
     return out
+
+
+def balanced_yes_no(records: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """Drop yes/no records of the commoner answer until yes and no are equally many within every
+    (data set, form), so that neither a set nor a wording (a negation, say) predicts the answer by itself.
+
+    Example:
+        >>> recs = [_record("s", {"type": "noul", "instructions": "?"}, i < 3, "d", "binary") for i in range(10)]
+        >>> sum(r["labels"][QID] for r in balanced_yes_no(recs, random.Random(0))), len(balanced_yes_no(recs, random.Random(0)))
+        (3, 6)
+    """
+    groups: dict[tuple[str, str], dict[Any, list[int]]] = {}
+    for index, record in enumerate(records):
+        (question,) = record["questions"].values()
+        (label,) = record["labels"].values()
+        if question.get("type") == "noul" or (question.get("type") == "choice" and set(question.get("criteria") or {}) == {"yes", "no"}):
+            answer = label in (True, "yes")
+            groups.setdefault((record["meta"]["dataset"], record["meta"].get("form", "")), {}).setdefault(answer, []).append(index)
+    dropped: set[int] = set()
+    for by_answer in groups.values():
+        keep = min(len(by_answer.get(True, [])), len(by_answer.get(False, [])))
+        for indices in by_answer.values():
+            dropped.update(rng.sample(indices, len(indices) - keep))
+    return [r for i, r in enumerate(records) if i not in dropped]
 
 
 def leave_one_out_sets() -> list[str]:
