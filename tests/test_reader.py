@@ -230,3 +230,16 @@ def test_evaluation_scores_untaught_questions_by_the_readers_answers(tiny_folder
     expected = sum(max(range(2), key=p.__getitem__) == g for p, g in nouls) / len(nouls)
     assert report["noul"]["calibrated"]["accuracy"] == pytest.approx(expected)
     assert "head_calibrated" in report["noul"]
+
+
+def test_choices_with_more_options_than_the_reader_takes_go_to_the_head(tiny_folder):
+    model = make_model(tiny_folder)
+    model.engine.attach_reader(make_reader(tiny_folder, max_options=3))
+    small = {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None, "bug": None}}
+    large = {"type": "choice", "instructions": "which team", "criteria": dict.fromkeys(["billing", "sales", "bug", "login"])}
+    noul = {"type": "noul", "instructions": "is this spam"}
+    response = model.invoke({"state": "refund my money", "questions": {"small": small, "large": large, "spam": noul}})
+    assert response.extensions["x_reader"] == ["small", "spam"]
+    alone = model.engine.predict([("refund my money", [wire.validate_questions({"large": large})["large"]])])[0]
+    assert alone.answered_by == ["head"]
+    assert wire.answer_probabilities(response.answers["large"]) == pytest.approx(alone.probabilities[0], abs=1e-5)

@@ -57,11 +57,12 @@ def main() -> None:
     parser.add_argument("--zeroshot-model", default=None)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--skip-main", action="store_true", help="only the zero-shot check")
+    parser.add_argument("--out", type=Path, default=OUT, help="results folder (default bench/quality/results)")
     args = parser.parse_args()
     datasets = evaluated_datasets()
     started = time.time()
     if not args.skip_main:
-        run_evaluation(args.model, datasets, None, "test", args.limit, OUT / "mini", with_uncalibrated=True)
+        run_evaluation(args.model, datasets, None, "test", args.limit, args.out / "mini", with_uncalibrated=True)
         print(f"full evaluation: {time.time() - started:.0f} s")
     if args.zeroshot_model:
         model = ClefDecisionModel.from_pretrained(args.zeroshot_model)
@@ -78,7 +79,7 @@ def main() -> None:
             "datasets": {"banking77_label_names": result["banking77_label_names"]},
             "baseline_label_name_similarity": label_name_similarity(model, records),
         }
-        folder = OUT / "zeroshot"
+        folder = args.out / "zeroshot"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "report.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
         (folder / "report.md").write_text(render_markdown(report))

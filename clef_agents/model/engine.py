@@ -295,8 +295,10 @@ class DecisionEngine:
         """Calibrated probabilities for many (state text, questions) requests.
 
         Taught questions answer with their taught weights on the routing head's pass; the others with
-        the question reader when one is attached (one pass per question, reading it with the state),
-        else with the head alone. A request none of whose questions is taught skips the head's pass.
+        the question reader when one is attached and takes the question (``QuestionReader.accepts``:
+        yes/no, and choices and scores with at most its ``max_options`` options; one pass per question,
+        reading it with the state), else with the head alone (its cached options make long option
+        lists cheap). A request whose questions all go to the reader skips the head's pass.
 
         Example:
             >>> engine.predict([("I was charged twice", [Noul(instructions="Is the customer angry?")])])  # doctest: +SKIP
@@ -305,23 +307,26 @@ class DecisionEngine:
         taught = self.taught_entries([questions for _, questions in requests])
         if self.reader is None:
             return self._predict_head(requests, taught)
-        head_index = [[q for q, entry in enumerate(entries) if entry is not None] for entries in taught]
+        by_reader = [[entry is None and self.reader.accepts(question) for question, entry in zip(questions, entries)]
+                     for (_, questions), entries in zip(requests, taught)]
+        head_index = [[q for q, flag in enumerate(flags) if not flag] for flags in by_reader]
         head_rows = [i for i, index in enumerate(head_index) if index]
         head_out = self._predict_head([(requests[i][0], [requests[i][1][q] for q in head_index[i]]) for i in head_rows],
                                       [[taught[i][q] for q in head_index[i]] for i in head_rows]) if head_rows else []
         head_by_row = dict(zip(head_rows, head_out))
-        items = [(text, question) for (text, questions), entries in zip(requests, taught)
-                 for question, entry in zip(questions, entries) if entry is None]
+        items = [(text, question) for (text, questions), flags in zip(requests, by_reader)
+                 for question, flag in zip(questions, flags) if flag]
         read = iter(self.reader.read(items)) if items else iter(())
         out = []
-        for i, ((text, questions), entries) in enumerate(zip(requests, taught)):
+        for i, ((text, _), flags) in enumerate(zip(requests, by_reader)):
             head = head_by_row.get(i)
-            from_head = iter(head.probabilities) if head else iter(())
+            from_head = iter(zip(head.probabilities, head.answered_by)) if head else iter(())
             probabilities, parts, tokens, truncation = [], [], 0, head.truncation if head else None
-            for entry in entries:
-                if entry is not None:
-                    probabilities.append(next(from_head))
-                    parts.append("taught")
+            for flag in flags:
+                if not flag:
+                    probability, part = next(from_head)
+                    probabilities.append(probability)
+                    parts.append(part)
                     continue
                 result = next(read)
                 probabilities.append(result.probabilities)

@@ -64,6 +64,8 @@ class ReaderConfig(BaseModel):
     max_options_tokens: int = Field(default=160, ge=8)
     """Option tokens in one pass; more options are read in further passes."""
     tail_fraction: float = Field(default=0.6, ge=0.0, le=1.0)
+    max_options: int = Field(default=10, ge=2)
+    """Choices and scores with more options are left to the routing head (see ``QuestionReader.accepts``)."""
     calibration: ReaderCalibration = Field(default_factory=ReaderCalibration)
     trained_on: dict[str, Any] = Field(default_factory=dict)
 
@@ -237,6 +239,17 @@ class QuestionReader:
         save_file(state, str(folder / READER_WEIGHTS_FILE))
         (folder / READER_CONFIG_FILE).write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
         return folder
+
+    def accepts(self, question: wire.TextQuestion) -> bool:
+        """Whether the reader answers this question: any yes/no, and choices and scores with at most
+        ``max_options`` options (on its own training sets' validation rows its accuracy falls steeply
+        with the number of options read across passes, and the head's cached options are far cheaper).
+
+        Example:
+            >>> reader.accepts(wire.Noul(instructions="Urgent?"))  # doctest: +SKIP
+            True
+        """
+        return isinstance(question, wire.Noul) or len(wire.option_names(question)) <= self.config.max_options
 
     # ------------------------------------------------------------------ layout
 
