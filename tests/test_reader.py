@@ -243,3 +243,8 @@ def test_choices_with_more_options_than_the_reader_takes_go_to_the_head(tiny_fol
     alone = model.engine.predict([("refund my money", [wire.validate_questions({"large": large})["large"]])])[0]
     assert alone.answered_by == ["head"]
     assert wire.answer_probabilities(response.answers["large"]) == pytest.approx(alone.probabilities[0], abs=1e-5)
+
+
+def test_reader_records_name_their_recipe_version():
+    with pytest.raises(ValueError, match="version"):
+        reader_records("train", per_set=10, sets=["sms_spam"], version=3)

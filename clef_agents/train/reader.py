@@ -99,7 +99,7 @@ def _schedule(step: int, steps: int, warmup: int) -> float:
 def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: float = 5e-5, lr_heads: float = 1e-3,
                  seed: int = 0, exclude: Sequence[str] = ("banking77",), per_set: int = 4000, time_limit_s: float | None = None,
                  save_every: int = 250, config: ReaderConfig | None = None, init: str | Path | None = None,
-                 progress: bool = True, command: str | None = None) -> dict[str, Any]:
+                 progress: bool = True, command: str | None = None, data_version: int = 2) -> dict[str, Any]:
     """Train a reader from the backbone (or ``init``), calibrate it on validation records, save ``out/final``.
 
     Returns a summary (steps run, examples/s, losses, wall time, data) that is also written to
@@ -109,7 +109,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    records = reader_records("train", per_set=per_set, seed=seed, exclude=exclude)
+    records = reader_records("train", per_set=per_set, seed=seed, exclude=exclude, version=data_version)
     items = typed_items(records)
     reader = QuestionReader.load(init) if init else QuestionReader.create(config)
     previous = reader.config.trained_on or None
@@ -156,11 +156,11 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     bar.close()
     reader.train_mode(False)
     train_s = time.time() - started
-    valid = typed_items(reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude))
+    valid = typed_items(reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude, version=data_version))
     calibration = fit_calibration(reader, valid)
     reader.set_calibration(calibration)
     trained_on = {"command": command, "sets": sorted({r["meta"]["dataset"] for r in records}), "excluded": sorted(exclude), "records": len(records),
-                  "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr,
+                  "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr, "data_version": data_version,
                   "init": str(init) if init else None, "previous": previous}
     reader.config = reader.config.model_copy(update={"trained_on": trained_on})
     reader.save(out / "final")

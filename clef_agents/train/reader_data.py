@@ -283,13 +283,13 @@ SCORE_DOWN = ["How negative is this review?", "Rate how much the writer dislikes
               "How unfavourable is this review?"]
 
 
-def _from_sst5(split: str, rng: random.Random, limit: int) -> list[dict[str, Any]]:
+def _from_sst5(split: str, rng: random.Random, limit: int, version: int) -> list[dict[str, Any]]:
     out = []
     for record in datasets.load_records("sst5", split, limit=limit, seed=rng.randrange(1 << 30)):
         level = int(record["labels"]["sentiment"])
         state = record["state"]
         down = rng.random() < 0.4
-        if rng.random() < 0.5:
+        if version < 2 or rng.random() < 0.5:
             ladder, gold = SST5_LADDER, level
         else:
             ladder, gold = rng.choice(SST3_LADDERS), (0 if level < 2 else 1 if level == 2 else 2)
@@ -307,7 +307,7 @@ def _from_sst5(split: str, rng: random.Random, limit: int) -> list[dict[str, Any
     return out
 
 
-def _from_hate_offensive(split: str, rng: random.Random, limit: int) -> list[dict[str, Any]]:
+def _from_hate_offensive(split: str, rng: random.Random, limit: int, version: int) -> list[dict[str, Any]]:
     out = _from_choice_set("hate_offensive", split, "class", rng, limit, 1)
     for record in datasets.load_records("hate_offensive", split, limit=limit // 2, seed=rng.randrange(1 << 30)):
         (label,) = record["labels"].values()
@@ -317,7 +317,7 @@ def _from_hate_offensive(split: str, rng: random.Random, limit: int) -> list[dic
                                                "Is this tweet clean?"])
         out.append(_record(record["state"], {"type": "noul", "instructions": text}, (label != "neither") != negated,
                            "hate_offensive", "binary"))
-        if rng.random() < 0.5:
+        if version >= 2 and rng.random() < 0.5:
             severity = {"neither": 0, "offensive_language": 1, "hate_speech": 2}[label]
             down = rng.random() < 0.4
             ladder = list(rng.choice(SEVERITY_LADDERS))
@@ -353,7 +353,7 @@ _CLIMATE = {"SUPPORTS": "supported by the evidence", "REFUTES": "refuted by the 
 _GOEMOTIONS = [line.strip() for line in ["admiration", "amusement", "anger", "annoyance", "approval", "caring", "confusion", "curiosity", "desire", "disappointment", "disapproval", "disgust", "embarrassment", "excitement", "fear", "gratitude", "grief", "joy", "love", "nervousness", "optimism", "pride", "realization", "relief", "remorse", "sadness", "surprise", "neutral"]]
 
 
-def _one_set(name: str, split: str, rng: random.Random, per_set: int) -> list[dict[str, Any]]:
+def _one_set(name: str, split: str, rng: random.Random, per_set: int, version: int) -> list[dict[str, Any]]:
     if name in INTENT_SETS:
         return _from_choice_set(name, split, "intent", rng, per_set // 3, 2)
     if name in ENTAILMENT_SETS:
@@ -361,9 +361,9 @@ def _one_set(name: str, split: str, rng: random.Random, per_set: int) -> list[di
     if name in BINARIES:
         return _from_binary(BINARIES[name], split, rng, per_set)
     if name == "sst5":
-        return _from_sst5(split, rng, per_set)
+        return _from_sst5(split, rng, per_set if version >= 2 else per_set // 2, version)
     if name == "hate_offensive":
-        return _from_hate_offensive(split, rng, per_set // 2)
+        return _from_hate_offensive(split, rng, per_set // 2, version)
     if name == "bfcl_relevance":
         return _bfcl(split, rng, per_set)
     if name == "goemotions":
@@ -383,8 +383,14 @@ def _one_set(name: str, split: str, rng: random.Random, per_set: int) -> list[di
     raise ValueError(f"no reader recipe for {name!r}; known: {', '.join(READER_SETS)}")
 
 
+DATA_VERSIONS = (1, 2)
+"""1: the first recipe (five-level sentiment ladder only, answers as the sets have them); 2: adds
+three-level sentiment and offensiveness ladders, twice the sentiment rows, and balances yes and no
+within every (set, form). The shipped reader's runs name the version they used."""
+
+
 def reader_records(split: str, per_set: int = 3000, seed: int = 0, exclude: Iterable[str] = (),
-                   sets: Iterable[str] = READER_SETS) -> list[dict[str, Any]]:
+                   sets: Iterable[str] = READER_SETS, version: int = 2) -> list[dict[str, Any]]:
     """Shuffled one-question records for the reader from every set in ``sets`` but ``exclude``.
 
     ``split`` is ``train`` or ``valid`` (``valid`` feeds calibration and early checks only). Raises
@@ -394,6 +400,8 @@ def reader_records(split: str, per_set: int = 3000, seed: int = 0, exclude: Iter
         >>> len(reader_records("valid", per_set=50, exclude=["banking77"])) > 0  # doctest: +SKIP
         True
     """
+    if version not in DATA_VERSIONS:
+        raise ValueError(f"reader data version {version!r}; known: {', '.join(map(str, DATA_VERSIONS))}")
     chosen = [s for s in sets if s not in set(exclude)]
     check_trainable(chosen, shipped=True)
     rng = random.Random(seed)
@@ -402,12 +410,13 @@ def reader_records(split: str, per_set: int = 3000, seed: int = 0, exclude: Iter
         if name in TRAIN_SPLIT_OVERRIDES:
             if split != "train":
                 continue  # its only labelled split trains; never used to calibrate
-            out += _one_set(name, TRAIN_SPLIT_OVERRIDES[name], rng, per_set)
+            out += _one_set(name, TRAIN_SPLIT_OVERRIDES[name], rng, per_set, version)
             continue
         if split == "valid" and name in datasets.DATASETS and "valid" not in datasets.available_splits(name):
             continue
-        out += _one_set(name, split, rng, per_set)
-    out = balanced_yes_no(out, rng)
+        out += _one_set(name, split, rng, per_set, version)
+    if version >= 2:
+        out = balanced_yes_no(out, rng)
     rng.shuffle(out)
     return out
 
