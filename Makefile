@@ -31,7 +31,7 @@ bench-setup: setup
 	test -x bench/fuzz/.venv/bin/st || python3 -m venv bench/fuzz/.venv
 	bench/fuzz/.venv/bin/pip install -q schemathesis==4.32.5
 
-# The shipped `mini`, in three resumable training stages and a teaching step (hours on 2 CPU cores; see MODEL_CARD.md for the
+# The shipped `mini`, in three resumable training stages, teaching steps and two question-reader runs (hours on 2 CPU cores; see MODEL_CARD.md for the
 # measured wall times). Stages 2 and 3 train the head on cached states of the stage-1 adapter.
 THREADS ?= 2
 train-mini: setup
@@ -45,3 +45,9 @@ train-mini: setup
 	$(PY) bench/gate/build_records.py --out runs/gate_records
 	$(VENV)/bin/clef-agents teach --model runs/mini_taught --out runs/mini_gate --records runs/gate_records/teach.jsonl \
 		--threads $(THREADS)
+	# the question reader (answers untaught questions): two runs, the second continuing the first on the balanced recipe;
+	# runs/reader2/model is the shipped mini (the taught model with the reader attached)
+	$(VENV)/bin/clef-agents train-reader --out runs/reader1 --steps 2300 --lr 6e-5 --per-set 3000 --data-version 1 \
+		--threads $(THREADS)
+	$(VENV)/bin/clef-agents train-reader --out runs/reader2 --init runs/reader1/final --steps 1100 --lr 4e-5 --seed 1 \
+		--per-set 3000 --data-version 2 --model runs/mini_gate --threads $(THREADS)

@@ -116,3 +116,16 @@ def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
     assert "| toy | fake | 1.000 |" in page
     assert (tmp_path / "headline.png").stat().st_size > 1000
     assert (tmp_path / "coherence.png").stat().st_size > 1000
+
+
+def test_a_task_is_seen_by_the_part_that_answered_it() -> None:
+    """With a question reader, a task counts as seen by the reader's sets unless the head answered some of it."""
+    task = _toy_noul_task()
+    items = [Item("down!", "urgent", 0), Item("calm", "calm", 1)]
+    by_reader = FakeDecisionModel(answer_fn=lambda state, questions: {"q": [0.6, 0.4]})
+    answerer = ModelAnswerer("m", by_reader, trained_on=[task.dataset], reader_trained_on=["other"])
+    assert answerer.saw(task) is False
+    evaluate_task(task, items, answerer)  # the fake lists no x_reader: every answer came from the head
+    assert answerer.saw(task) is True
+    assert answerer.info()["tasks_with_head_answers"] == [task.id]
+    assert ModelAnswerer("plain", by_reader, trained_on=[task.dataset]).saw(task) is True

@@ -42,16 +42,23 @@ class Answerer:
     def info(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title}
 
+    def saw(self, task: Task) -> bool:
+        """Whether this contender trained on the task's data set (then the task is left out of its means)."""
+        return task.dataset in getattr(self, "trained_on", [])
+
 
 class ModelAnswerer(Answerer):
     """Any ``BaseDecisionModel``: one request per item, batched ``BATCH`` at a time."""
 
-    def __init__(self, key: str, model: Any, title: str | None = None, trained_on: list[str] | None = None):
+    def __init__(self, key: str, model: Any, title: str | None = None, trained_on: list[str] | None = None,
+                 reader_trained_on: list[str] | None = None):
         self.key = key
         self.title = title or key
         self.model = model
         self.trained_on = sorted(trained_on or [])
+        self.reader_trained_on = None if reader_trained_on is None else sorted(reader_trained_on)
         self.taught_answers = 0
+        self.head_answered: set[str] = set()
 
     def answer(self, task: Task, variant: Variant, items: list[Item]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -60,12 +67,23 @@ class ModelAnswerer(Answerer):
             for response in self.model.batch(requests):
                 if isinstance(response, Exception):
                     raise response
-                self.taught_answers += QUESTION_ID in (getattr(response, "extensions", None) or {}).get("x_taught", [])
+                extensions = getattr(response, "extensions", None) or {}
+                self.taught_answers += QUESTION_ID in extensions.get("x_taught", [])
+                if QUESTION_ID not in extensions.get("x_reader", []):
+                    self.head_answered.add(task.id)
                 out.append(wire.answer_probabilities(response.answers[QUESTION_ID]))
         return out
 
+    def saw(self, task: Task) -> bool:
+        """Seen by the part that answered: the question reader's sets when it answered every question of
+        the task, else the whole model's data card (the routing head answered some)."""
+        if self.reader_trained_on is not None and task.id not in self.head_answered:
+            return task.dataset in self.reader_trained_on
+        return task.dataset in self.trained_on
+
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "trained_on": self.trained_on, "taught_answers": self.taught_answers}
+        return {**super().info(), "trained_on": self.trained_on, "reader_trained_on": self.reader_trained_on,
+                "taught_answers": self.taught_answers, "tasks_with_head_answers": sorted(self.head_answered)}
 
 
 class SparrowAnswerer(Answerer):

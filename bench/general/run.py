@@ -172,16 +172,10 @@ def model_answerer(key: str, where: str, reader: bool = True) -> Answerer:
 
     model = ClefDecisionModel.from_pretrained(where, reader=reader)
     title = f"clef_agents model {where}" + ("" if reader else ", routing head only (question reader left out)")
-    return ModelAnswerer(key, model, title=title, trained_on=untaught_trained_on(model))
-
-
-def untaught_trained_on(model: Any) -> list[str]:
-    """The data sets behind the part that answers untaught questions: the question reader's when the
-    checkpoint has one (the routing head is then not asked), else the whole model's data card."""
-    reader = model.engine.reader
-    if reader is not None:
-        return list(reader.config.trained_on.get("sets", []))
-    return list((model.config.data_card or {}).get("datasets", []))
+    card = list((model.config.data_card or {}).get("datasets", []))
+    question_reader = model.engine.reader
+    reader_sets = list(question_reader.config.trained_on.get("sets", [])) if question_reader is not None else None
+    return ModelAnswerer(key, model, title=title, trained_on=card, reader_trained_on=reader_sets)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -198,12 +192,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     total = sum(len(items[t.id]) * len(t.variants()) for t in tasks)
     results: dict[str, Any] = {"methods": {}}
     for answerer in answerers:
-        trained_on = set(getattr(answerer, "trained_on", []))
         per_task = []
         with tqdm(total=total, desc=answerer.key, unit="q", file=sys.stderr, mininterval=5) as bar:
             for task in tasks:
                 result = evaluate_task(task, items[task.id], answerer, bar)
-                result["seen"] = task.dataset in trained_on
+                result["seen"] = answerer.saw(task)
                 per_task.append(result)
                 log(f"{answerer.key} {task.id}: {result['headline']} {result['over_wordings']['mean']:.3f} "
                     f"(min {result['over_wordings']['min']:.3f}) in {result['seconds']} s")

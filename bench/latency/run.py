@@ -146,9 +146,9 @@ def read_rows(model: Any, questions: dict[str, Any]) -> list[list[int]]:
     typed = list(wire.validate_questions(questions).values())
     taught = engine.taught_entries([typed])[0]
     reader = engine.reader
-    rows = [p.input_ids for q, entry in zip(typed, taught) if entry is None and reader is not None
-            for p in reader.layout(STATE, q)]
-    if reader is None or any(entry is not None for entry in taught):
+    by_reader = [entry is None and reader is not None and reader.accepts(q) for q, entry in zip(typed, taught)]
+    rows = [p.input_ids for q, flag in zip(typed, by_reader) if flag for p in reader.layout(STATE, q)]
+    if not all(by_reader):
         rows.append(engine.tokenize_state(STATE)[0])
     return rows
 
