@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
+from clef_agents.model.config import Calibration
 
 READER_CONFIG_FILE = "reader.json"
 READER_WEIGHTS_FILE = "reader.safetensors"
@@ -36,18 +37,6 @@ READER_FORMAT = "clef-agents-reader/1"
 OPTION_SEPARATOR = " ; "
 READ_CHUNK = 32
 """Passes per padded forward at inference."""
-
-
-class ReaderCalibration(BaseModel):
-    """Post-hoc calibration of the reader, fitted on held-out validation records of its training sets."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    noul_a: float = 1.0
-    noul_b: float = 0.0
-    choice_temperature: float = 1.0
-    score_temperature: float = 1.0
-    fitted_on: dict[str, Any] = Field(default_factory=dict)
 
 
 class ReaderConfig(BaseModel):
@@ -66,7 +55,9 @@ class ReaderConfig(BaseModel):
     tail_fraction: float = Field(default=0.6, ge=0.0, le=1.0)
     max_options: int = Field(default=10, ge=2)
     """Choices and scores with more options are left to the routing head (see ``QuestionReader.accepts``)."""
-    calibration: ReaderCalibration = Field(default_factory=ReaderCalibration)
+    calibration: Calibration = Field(default_factory=Calibration)
+    """Platt scaling of the yes margin and a temperature each for choice and score (the head's calibration
+    type), fitted on validation records of the reader's training sets."""
     trained_on: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -396,7 +387,7 @@ class QuestionReader:
         """Dropout on (training) or off (inference)."""
         self.network.train(training)
 
-    def set_calibration(self, calibration: ReaderCalibration) -> None:
+    def set_calibration(self, calibration: Calibration) -> None:
         """Replace the calibration (fitted by ``clef_agents.train.reader``)."""
         self.config = self.config.model_copy(update={"calibration": calibration})
 

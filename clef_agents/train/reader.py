@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from clef_agents import wire
-from clef_agents.model.reader import QuestionReader, ReaderCalibration, ReaderConfig
+from clef_agents.model.config import Calibration
+from clef_agents.model.reader import QuestionReader, ReaderConfig
 from clef_agents.train.reader_data import reader_records
 
 LABEL_SMOOTHING = 0.05
@@ -181,14 +182,14 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="reader", unit="step", disable=not enabled, mininterval=10)
 
 
-def fit_calibration(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuestion, int]]) -> ReaderCalibration:
+def fit_calibration(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuestion, int]]) -> Calibration:
     """Platt scaling for yes/no and one temperature each for choice and score, by NLL on ``items``."""
     logits = reader.logits([(s, q) for s, q, _ in items])
     nouls = [(z[0], g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Noul)]
     choices = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Choice)]
     scores = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Score)]
     a, b = _fit_platt(nouls) if len(nouls) >= 20 else (1.0, 0.0)
-    return ReaderCalibration(
+    return Calibration(
         noul_a=a, noul_b=b,
         choice_temperature=_fit_temperature(choices) if len(choices) >= 20 else 1.0,
         score_temperature=_fit_temperature(scores) if len(scores) >= 20 else 1.0,
