@@ -144,10 +144,8 @@ def read_rows(model: Any, questions: dict[str, Any]) -> list[list[int]]:
 
     engine = model.engine
     typed = list(wire.validate_questions(questions).values())
-    taught = engine.taught_entries([typed])[0]
-    reader = engine.reader
-    by_reader = [entry is None and reader is not None and reader.accepts(q) for q, entry in zip(typed, taught)]
-    rows = [p.input_ids for q, flag in zip(typed, by_reader) if flag for p in reader.layout(STATE, q)]
+    by_reader = engine.read_by_reader(typed)
+    rows = [p.input_ids for q, flag in zip(typed, by_reader) if flag for p in engine.reader.layout(STATE, q)]
     if not all(by_reader):
         rows.append(engine.tokenize_state(STATE)[0])
     return rows

@@ -307,8 +307,7 @@ class DecisionEngine:
         taught = self.taught_entries([questions for _, questions in requests])
         if self.reader is None:
             return self._predict_head(requests, taught)
-        by_reader = [[entry is None and self.reader.accepts(question) for question, entry in zip(questions, entries)]
-                     for (_, questions), entries in zip(requests, taught)]
+        by_reader = [self.read_by_reader(questions, entries) for (_, questions), entries in zip(requests, taught)]
         head_index = [[q for q, flag in enumerate(flags) if not flag] for flags in by_reader]
         head_rows = [i for i, index in enumerate(head_index) if index]
         head_out = self._predict_head([(requests[i][0], [requests[i][1][q] for q in head_index[i]]) for i in head_rows],
@@ -336,6 +335,20 @@ class DecisionEngine:
             tokens += head.input_tokens if head else 0
             out.append(Prediction(probabilities, truncation or self.tokenize_state(text)[1], tokens, parts))
         return out
+
+    def read_by_reader(self, questions: list[wire.TextQuestion],
+                       taught: list[TaughtQuestion | None] | None = None) -> list[bool]:
+        """Per question: whether ``predict`` answers it with the question reader (attached, not taught,
+        and ``QuestionReader.accepts`` it); ``taught`` passes ``taught_entries([questions])[0]`` when known.
+
+        Example:
+            >>> engine.read_by_reader([Noul(instructions="Is the customer angry?")])  # doctest: +SKIP
+            [True]
+        """
+        if self.reader is None:
+            return [False] * len(questions)
+        entries = taught if taught is not None else self.taught_entries([questions])[0]
+        return [entry is None and self.reader.accepts(question) for question, entry in zip(questions, entries)]
 
     def _predict_head(self, requests: list[tuple[str, list[wire.TextQuestion]]],
                       taught: list[list[TaughtQuestion | None]]) -> list[Prediction]:

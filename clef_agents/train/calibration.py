@@ -42,7 +42,7 @@ class RawLogits:
 @torch.no_grad()
 def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], progress: bool = True) -> list[RawLogits]:
     """Run the model over labelled records and keep the raw logits of every question."""
-    from tqdm.auto import tqdm  # noqa: PLC0415
+    from tqdm.auto import tqdm
 
     engine = model.engine
     engine.train_mode(False)
@@ -77,15 +77,30 @@ def _reader_answers(reader: Any, examples: Sequence[tuple[str, list[Any], list[i
     return dict(zip(keys, probabilities))
 
 
-def _fit_temperature(items: list[RawLogits]) -> float:
-    if not items:
+@dataclass(frozen=True)
+class Lbfgs:
+    """Settings of the L-BFGS fit behind ``fit_temperature`` and ``fit_platt``."""
+
+    lr: float = 0.1
+    max_iter: int = 100
+    line_search_fn: str | None = None
+
+
+def fit_temperature(logits: Sequence[torch.Tensor], gold: Sequence[int], settings: Lbfgs = Lbfgs()) -> float:
+    """The softmax temperature (clamped to [0.05, 20]) that minimises the NLL of ``gold`` under ``logits``; 1 when empty.
+
+    Example:
+        >>> round(fit_temperature([torch.tensor([4.0, 0.0])] * 3 + [torch.tensor([0.0, 4.0])], [0, 0, 0, 0]), 1) > 1
+        True
+    """
+    if not logits:
         return 1.0
     log_t = torch.zeros((), requires_grad=True)
-    optimizer = torch.optim.LBFGS([log_t], lr=0.1, max_iter=100)
+    optimizer = torch.optim.LBFGS([log_t], lr=settings.lr, max_iter=settings.max_iter, line_search_fn=settings.line_search_fn)
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = torch.stack([F.cross_entropy((it.logits / log_t.exp()).unsqueeze(0), torch.tensor([it.gold])) for it in items]).mean()
+        loss = torch.stack([F.cross_entropy((z / log_t.exp()).unsqueeze(0), torch.tensor([g])) for z, g in zip(logits, gold)]).mean()
         loss.backward()
         return loss
 
@@ -93,23 +108,39 @@ def _fit_temperature(items: list[RawLogits]) -> float:
     return float(log_t.detach().exp().clamp(0.05, 20.0))
 
 
-def _fit_platt(items: list[RawLogits]) -> tuple[float, float]:
-    if not items:
+def fit_platt(margins: torch.Tensor, yes: torch.Tensor, settings: Lbfgs = Lbfgs()) -> tuple[float, float]:
+    """``(a, b)`` of Platt scaling ``sigmoid(a·margin + b)`` by NLL against ``yes`` (1.0 / 0.0); ``(1, 0)`` when empty.
+
+    Example:
+        >>> a, b = fit_platt(torch.tensor([2.0, -2.0, 1.0, -1.0]), torch.tensor([1.0, 0.0, 1.0, 0.0]))
+        >>> a > 1
+        True
+    """
+    if not len(margins):
         return 1.0, 0.0
-    margins = torch.stack([it.logits[0] - it.logits[1] for it in items])
-    targets = torch.tensor([1.0 if it.gold == 0 else 0.0 for it in items])
     a = torch.ones((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
-    optimizer = torch.optim.LBFGS([a, b], lr=0.1, max_iter=100)
+    optimizer = torch.optim.LBFGS([a, b], lr=settings.lr, max_iter=settings.max_iter, line_search_fn=settings.line_search_fn)
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = F.binary_cross_entropy_with_logits(a * margins + b, targets)
+        loss = F.binary_cross_entropy_with_logits(a * margins + b, yes)
         loss.backward()
         return loss
 
     optimizer.step(closure)
     return float(a.detach()), float(b.detach())
+
+
+def _fit_temperature(items: list[RawLogits]) -> float:
+    return fit_temperature([it.logits for it in items], [it.gold for it in items])
+
+
+def _fit_platt(items: list[RawLogits]) -> tuple[float, float]:
+    if not items:
+        return 1.0, 0.0
+    margins = torch.stack([it.logits[0] - it.logits[1] for it in items])
+    return fit_platt(margins, torch.tensor([1.0 if it.gold == 0 else 0.0 for it in items]))
 
 
 def _per_dataset_sample(records: Sequence[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:

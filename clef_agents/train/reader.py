@@ -28,9 +28,12 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.config import Calibration
 from clef_agents.model.reader import QuestionReader, ReaderConfig
+from clef_agents.train.calibration import Lbfgs, fit_platt, fit_temperature
 from clef_agents.train.reader_data import reader_records
 
 LABEL_SMOOTHING = 0.05
+READER_LBFGS = Lbfgs(lr=1.0, max_iter=200, line_search_fn="strong_wolfe")
+"""The reader's calibration fit (strong Wolfe line search; the head's fit keeps its own settings)."""
 
 
 def typed_items(records: Sequence[dict[str, Any]]) -> list[tuple[str, wire.TextQuestion, int]]:
@@ -182,49 +185,24 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc="reader", unit="step", disable=not enabled, mininterval=10)
 
 
+def _temperature(pairs: Sequence[tuple[torch.Tensor, int]]) -> float:
+    return fit_temperature([z for z, _ in pairs], [g for _, g in pairs], READER_LBFGS)
+
+
 def fit_calibration(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuestion, int]]) -> Calibration:
     """Platt scaling for yes/no and one temperature each for choice and score, by NLL on ``items``."""
     logits = reader.logits([(s, q) for s, q, _ in items])
     nouls = [(z[0], g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Noul)]
     choices = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Choice)]
     scores = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Score)]
-    a, b = _fit_platt(nouls) if len(nouls) >= 20 else (1.0, 0.0)
+    a, b = (fit_platt(torch.stack([z for z, _ in nouls]).float(), torch.tensor([1.0 if g == 0 else 0.0 for _, g in nouls]),
+                      READER_LBFGS) if len(nouls) >= 20 else (1.0, 0.0))
     return Calibration(
         noul_a=a, noul_b=b,
-        choice_temperature=_fit_temperature(choices) if len(choices) >= 20 else 1.0,
-        score_temperature=_fit_temperature(scores) if len(scores) >= 20 else 1.0,
+        choice_temperature=_temperature(choices) if len(choices) >= 20 else 1.0,
+        score_temperature=_temperature(scores) if len(scores) >= 20 else 1.0,
         fitted_on={"nouls": len(nouls), "choices": len(choices), "scores": len(scores)},
     )
-
-
-def _fit_platt(pairs: Sequence[tuple[torch.Tensor, int]]) -> tuple[float, float]:
-    z = torch.stack([p[0] for p in pairs]).float()
-    y = torch.tensor([1.0 if g == 0 else 0.0 for _, g in pairs])
-    params = torch.tensor([1.0, 0.0], requires_grad=True)
-    optimizer = torch.optim.LBFGS([params], max_iter=200, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = F.binary_cross_entropy_with_logits(params[0] * z + params[1], y)
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return float(params[0]), float(params[1])
-
-
-def _fit_temperature(pairs: Sequence[tuple[torch.Tensor, int]]) -> float:
-    log_t = torch.zeros(1, requires_grad=True)
-    optimizer = torch.optim.LBFGS([log_t], max_iter=200, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = torch.stack([F.cross_entropy((z / log_t.exp())[None], torch.tensor([g])) for z, g in pairs]).mean()
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return float(log_t.exp().clamp(0.05, 20.0))
 
 
 def attach_reader(model: str | Path, reader_folder: str | Path, out: str | Path) -> Path:
