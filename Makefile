@@ -45,9 +45,14 @@ train-mini: setup
 	$(PY) bench/gate/build_records.py --out runs/gate_records
 	$(VENV)/bin/clef-agents teach --model runs/mini_taught --out runs/mini_gate --records runs/gate_records/teach.jsonl \
 		--threads $(THREADS)
-	# the question reader (answers untaught questions): two runs, the second continuing the first on the balanced recipe;
-	# runs/reader2/model is the shipped mini (the taught model with the reader attached)
-	$(VENV)/bin/clef-agents train-reader --out runs/reader1 --steps 2300 --lr 6e-5 --per-set 3000 --data-version 1 \
-		--threads $(THREADS)
-	$(VENV)/bin/clef-agents train-reader --out runs/reader2 --init runs/reader1/final --steps 1100 --lr 4e-5 --seed 1 \
-		--per-set 3000 --data-version 2 --model runs/mini_gate --threads $(THREADS)
+	# the question reader (answers untaught questions): two runs from the backbone on the two recipes, without the probe sets
+	# (clef_agents.train.split.READER_PROBE); bench/reader/probe.py chooses the checkpoint, the prior correction, the
+	# calibration for untaught questions and the head's mixing weights on the probe, and writes runs/reader_probe
+	for v in 1 2; do $(VENV)/bin/clef-agents train-reader --out runs/reader_p$$v --steps 1800 --lr 6e-5 --per-set 3000 \
+		--data-version $$v --exclude banking77 xstest tweeteval_offensive tweeteval_stance climate_fever --keep-every 300 \
+		--threads 1 & done; wait
+	CLEF_AGENTS_DATA=$${CLEF_AGENTS_DATA:-../shared/data} $(PY) bench/reader/probe.py --model runs/mini_gate \
+		--readers runs/reader_p1/step600 runs/reader_p1/step1200 runs/reader_p1/step1800 \
+		runs/reader_p2/step600 runs/reader_p2/step1200 runs/reader_p2/step1800 --write runs/reader_probe
+	# runs/mini_reader is the shipped mini: the taught model with the chosen reader attached
+	$(PY) -c "from clef_agents.train.reader import attach_reader; attach_reader('runs/mini_gate', 'runs/reader_probe', 'runs/mini_reader')"

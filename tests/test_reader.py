@@ -211,8 +211,10 @@ def test_the_cli_parses_train_reader_with_its_defaults():
     from clef_agents.cli import build_parser
 
     args = build_parser().parse_args(["train-reader", "--out", "runs/r", "--model", "mini"])
-    assert (args.steps, args.batch_size, args.exclude, args.max_tokens) == (2300, 32, ["banking77"], 256)
+    assert (args.steps, args.batch_size, args.exclude, args.max_tokens, args.keep_every) == (2300, 32, ["banking77"], 256, None)
     assert args.func.__name__ == "_run_train_reader"
+    kept = build_parser().parse_args(["train-reader", "--out", "runs/r", "--keep-every", "300", "--exclude", "banking77", "xstest"])
+    assert (kept.keep_every, kept.exclude) == (300, ["banking77", "xstest"])
 
 
 def test_evaluation_scores_untaught_questions_by_the_readers_answers(tiny_folder):
@@ -248,3 +250,80 @@ def test_choices_with_more_options_than_the_reader_takes_go_to_the_head(tiny_fol
 def test_reader_records_name_their_recipe_version():
     with pytest.raises(ValueError, match="version"):
         reader_records("train", per_set=10, sets=["sms_spam"], version=3)
+
+
+def test_head_weights_mix_the_heads_answer_into_the_readers_for_their_type_only(tiny_folder, tmp_path):
+    model = make_model(tiny_folder)
+    reader = make_reader(tiny_folder)
+    model.engine.attach_reader(reader)
+    choice = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}}})["c"]
+    noul = wire.validate_questions({"s": {"type": "noul", "instructions": "is this spam"}})["s"]
+    state = "refund my money"
+    read = reader.predict([(state, choice), (state, noul)])
+    model.engine.attach_reader(None)
+    head = model.engine.predict([(state, [choice, noul])])[0].probabilities
+    model.engine.attach_reader(reader)
+    assert model.engine.read_by_head([choice, noul]) == [False, False]
+    reader.set_head_weights({"choice": 0.5})
+    assert model.engine.read_by_head([choice, noul]) == [True, False]
+    mixed = model.engine.predict([(state, [choice, noul])])[0]
+    assert mixed.answered_by == ["reader", "reader"]
+    assert mixed.probabilities[0] == pytest.approx(QuestionReader.mix_with_head(read[0], head[0], 0.5), abs=2e-4)  # batched apart
+    assert mixed.probabilities[1] == pytest.approx(read[1], abs=2e-4)
+    assert mixed.probabilities[0] != pytest.approx(read[0], abs=1e-3)
+    reader.save(tmp_path / "r")
+    assert QuestionReader.load(tmp_path / "r").head_weight(choice) == 0.5
+
+
+def test_head_weights_outside_zero_to_one_are_refused(tiny_folder):
+    reader = make_reader(tiny_folder)
+    for weights in ({"choice": 1.0}, {"noul": -0.1}):
+        with pytest.raises(ValueError, match=r"head_weights must lie in \[0, 1\)"):
+            reader.set_head_weights(weights)
+    with pytest.raises(ValueError):
+        reader.set_head_weights({"ranking": 0.5})
+    with pytest.raises(ValueError, match="cannot mix 2 reader options with 3"):
+        QuestionReader.mix_with_head([0.5, 0.5], [0.2, 0.3, 0.5], 0.5)
+
+
+def test_the_probe_report_scores_yes_no_by_auroc_and_choices_by_accuracy_with_enough_items():
+    from clef_agents.train.reader_probe import MIN_GROUP, probe_half, probe_report
+
+    noul = wire.Noul(instructions="Spam?")
+    choice = wire.Choice(instructions="Which?", criteria={"a": None, "b": None, "c": None})
+    items = [(f"s{i}", noul, i % 2, {"dataset": "d", "form": "own"}) for i in range(MIN_GROUP)]
+    answers = [[0.9, 0.1] if i % 2 == 0 else [0.2, 0.8] for i in range(MIN_GROUP)]
+    items += [(f"c{i}", choice, 0, {"dataset": "e", "form": "choice"}) for i in range(MIN_GROUP)]
+    answers += [[0.6, 0.3, 0.1] if i < MIN_GROUP // 2 else [0.1, 0.8, 0.1] for i in range(MIN_GROUP)]
+    items.append(("few", choice, 2, {"dataset": "d", "form": "choice"}))
+    answers.append([0.0, 0.0, 1.0])
+    report = probe_report(items, answers)
+    assert report["sets"]["d"]["noul"]["auroc"] == 1.0
+    assert report["sets"]["e"]["choice"]["accuracy"] == 0.5
+    assert report["summary"]["choice_accuracy"] == 0.5  # set d's single choice is too few to count
+    assert report["summary"]["criterion"] == 0.75
+    assert {probe_half(item) for item in items} == {0, 1}
+    with pytest.raises(ValueError, match="41 probe items but 40 answers"):
+        probe_report(items, answers[:-1])
+
+
+def test_prior_correction_subtracts_the_answer_about_a_content_free_state(tiny_folder, tmp_path):
+    reader = make_reader(tiny_folder)
+    choice = wire.Choice(instructions="which team", criteria={"billing": None, "sales": None, "bug": None})
+    noul = wire.Noul(instructions="is this spam")
+    items = [("refund my money", choice), ("win a prize", noul)]
+    raw = reader.logits(items)
+    priors = reader.prior_logits([choice, noul])
+    alone = reader.logits([(state, choice) for state in ("", "N/A")])
+    assert priors[0] == pytest.approx((alone[0] + alone[1]) / 2, abs=1e-5)
+    assert [z.tolist() for z in reader.corrected_logits(items)] == [z.tolist() for z in raw]
+    reader.set_prior_correction({"choice": 1.0})
+    corrected = reader.corrected_logits(items)
+    assert corrected[0] == pytest.approx(raw[0] - priors[0], abs=1e-5)
+    assert corrected[1].tolist() == raw[1].tolist()
+    expected = torch.softmax(corrected[0] / reader.config.calibration.choice_temperature, -1).tolist()
+    assert reader.predict(items[:1])[0] == pytest.approx(expected, abs=1e-5)
+    reader.save(tmp_path / "r")
+    assert QuestionReader.load(tmp_path / "r").correction(choice) == 1.0
+    with pytest.raises(ValueError, match=r"prior_correction must lie in \[0, 1\]"):
+        reader.set_prior_correction({"noul": 1.5})

@@ -25,6 +25,13 @@ def test_leave_one_out_targets_are_trainable() -> None:
     assert set(split.LEAVE_ONE_OUT) <= set(split.TRAINABLE)
 
 
+def test_reader_probe_sets_are_trainable_and_shippable_and_never_held_out() -> None:
+    assert set(split.READER_PROBE) <= set(split.TRAINABLE)
+    assert not split.held_out_in(split.READER_PROBE)
+    assert set(split.READER_PROBE.values()) <= {"noul", "choice", "score"}
+    split.check_trainable(split.READER_PROBE, shipped=True)
+
+
 def test_every_staged_set_is_classified() -> None:
     from clef_agents.train.datasets import data_root
 

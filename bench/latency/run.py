@@ -146,7 +146,7 @@ def read_rows(model: Any, questions: dict[str, Any]) -> list[list[int]]:
     typed = list(wire.validate_questions(questions).values())
     by_reader = engine.read_by_reader(typed)
     rows = [p.input_ids for q, flag in zip(typed, by_reader) if flag for p in engine.reader.layout(STATE, q)]
-    if not all(by_reader):
+    if any(engine.read_by_head(typed, by_reader)):
         rows.append(engine.tokenize_state(STATE)[0])
     return rows
 

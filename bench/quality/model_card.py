@@ -280,6 +280,12 @@ def ceiling_lines() -> list[str]:
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
 
 
+def _steps(run: dict) -> str:
+    if run.get("run_steps") and run.get("run_steps") != run.get("steps"):
+        return f"{run['run_steps']} steps (the checkpoint at step {run['steps']} kept)"
+    return f"{run.get('steps')} steps"
+
+
 def reader_lines(config: dict) -> list[str]:
     """The question reader: what it reads, what it learnt from, how long it took (from the data card)."""
     reader = (config.get("data_card") or {}).get("reader")
@@ -302,17 +308,25 @@ def reader_lines(config: dict) -> list[str]:
         f" {settings['max_options_tokens']} tokens are read in further passes. Window {settings['max_tokens']} tokens, state cut"
         f" head + tail (tail share {settings['tail_fraction']}). Details: [docs/reader.md](docs/reader.md)."),
         "- Weights: the six MiniLM layers and two small heads, trained in full (token embeddings as shipped), stored in half precision.",
-        (f"- Calibration (validation records of its training sets): Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f};"
-        f" choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f}"
-        f" ({cal['fitted_on'].get('nouls')} yes/no, {cal['fitted_on'].get('choices')} choice, {cal['fitted_on'].get('scores')} score records)."),
-        (f"- Left out of its training: {', '.join(reader.get('excluded') or []) or 'nothing'} (the intent family's leave-one-out"
-        " target) and every held-out set."),
+        (f"- Calibration ({cal['fitted_on'].get('source', 'validation records of its training sets')}): Platt a={cal['noul_a']:.3f},"
+        f" b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f}"
+        f" ({cal['fitted_on'].get('nouls')} yes/no, {cal['fitted_on'].get('choices')} choice records"
+        f"{'' if 'scores_from' in cal['fitted_on'] else ', ' + str(cal['fitted_on'].get('scores')) + ' score records'};"
+        f" score temperature from {cal['fitted_on'].get('scores_from', 'the same records')})."),
+        (f"- Prior correction (logits less this share of the question's logits about a content-free state): "
+        f"{settings.get('prior_correction') or 'none'}; the routing head's answer mixed in: {settings.get('head_weights') or 'none'}."),
+        (f"- Left out of its training: {', '.join(reader.get('excluded') or []) or 'nothing'} (banking77 the intent family's"
+        " leave-one-out target, the others the reader's probe, `clef_agents.train.split.READER_PROBE`) and every held-out set."),
         (f"- Learnt from {len(reader.get('sets', []))} sets, each row made into several questions (`clef_agents/train/reader_data.py`):"
         f" {', '.join(reader.get('sets', []))}."),
     ]
+    probe = reader.get("probe")
+    if probe:
+        lines.append(f"- Checkpoint `{probe['chosen']}` chosen among {probe['candidates']} on the reader's probe ({probe['items']}"
+                     f" questions on sets it never trained on): `{probe['command']}` ({probe['report']}).")
     for i, run in enumerate(reversed(runs), 1):
         lines.append(
-            f"- Run {i}: `{run.get('command', 'clef-agents train-reader')}` — {run.get('steps')} steps × batch {run.get('batch_size')}"
+            f"- Run {i}: `{run.get('command', 'clef-agents train-reader')}` — {_steps(run)} × batch {run.get('batch_size')}"
             f" over {run.get('records')} records (seed {run.get('seed')}); {(run.get('train_wall_s') or 0) / 60:.0f} min of training"
             f" on 2 CPU cores ({run.get('examples_per_s')} examples/s); loss {num(run.get('loss_first'))} → {num(run.get('loss_last'))}."
         )

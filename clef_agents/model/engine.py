@@ -297,7 +297,8 @@ class DecisionEngine:
         Taught questions answer with their taught weights on the routing head's pass; the others with
         the question reader when one is attached and takes the question (``QuestionReader.accepts``:
         yes/no, and choices and scores with at most its ``max_options`` options; one pass per question,
-        reading it with the state), else with the head alone (its cached options make long option
+        reading it with the state; where the reader's ``head_weights`` say so, the head's answer to the
+        same question is mixed in), else with the head alone (its cached options make long option
         lists cheap). A request whose questions all go to the reader skips the head's pass.
 
         Example:
@@ -308,7 +309,9 @@ class DecisionEngine:
         if self.reader is None:
             return self._predict_head(requests, taught)
         by_reader = [self.read_by_reader(questions, entries) for (_, questions), entries in zip(requests, taught)]
-        head_index = [[q for q, flag in enumerate(flags) if not flag] for flags in by_reader]
+        reader = self.reader
+        head_index = [[q for q, flag in enumerate(self.read_by_head(questions, flags)) if flag]
+                      for flags, (_, questions) in zip(by_reader, requests)]
         head_rows = [i for i, index in enumerate(head_index) if index]
         head_out = self._predict_head([(requests[i][0], [requests[i][1][q] for q in head_index[i]]) for i in head_rows],
                                       [[taught[i][q] for q in head_index[i]] for i in head_rows]) if head_rows else []
@@ -321,14 +324,17 @@ class DecisionEngine:
             head = head_by_row.get(i)
             from_head = iter(zip(head.probabilities, head.answered_by)) if head else iter(())
             probabilities, parts, tokens, truncation = [], [], 0, head.truncation if head else None
-            for flag in flags:
-                if not flag:
+            for flag, question in zip(flags, requests[i][1]):
+                weight = reader.head_weight(question) if flag else 0.0
+                if not flag or weight > 0:
                     probability, part = next(from_head)
+                if not flag:
                     probabilities.append(probability)
                     parts.append(part)
                     continue
                 result = next(read)
-                probabilities.append(result.probabilities)
+                probabilities.append(reader.mix_with_head(result.probabilities, probability, weight) if weight > 0
+                                     else result.probabilities)
                 parts.append("reader")
                 tokens += result.input_tokens
                 truncation = truncation or Truncation("head_tail", result.state_tokens, result.state_kept)
@@ -349,6 +355,18 @@ class DecisionEngine:
             return [False] * len(questions)
         entries = taught if taught is not None else self.taught_entries([questions])[0]
         return [entry is None and self.reader.accepts(question) for question, entry in zip(questions, entries)]
+
+    def read_by_head(self, questions: list[wire.TextQuestion], by_reader: list[bool] | None = None) -> list[bool]:
+        """Per question: whether ``predict`` runs the routing head's pass for it (the head answers it, or
+        its answer is mixed into the reader's); ``by_reader`` passes ``read_by_reader(questions)`` when known.
+
+        Example:
+            >>> engine.read_by_head([Noul(instructions="Is the customer angry?")])  # doctest: +SKIP
+            [False]
+        """
+        flags = by_reader if by_reader is not None else self.read_by_reader(questions)
+        return [not flag or (self.reader is not None and self.reader.head_weight(question) > 0)
+                for question, flag in zip(questions, flags)]
 
     def _predict_head(self, requests: list[tuple[str, list[wire.TextQuestion]]],
                       taught: list[list[TaughtQuestion | None]]) -> list[Prediction]:

@@ -18,24 +18,29 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import Calibration
+from clef_agents.model.lru import LruCache
 
 READER_CONFIG_FILE = "reader.json"
 READER_WEIGHTS_FILE = "reader.safetensors"
 READER_FORMAT = "clef-agents-reader/1"
 OPTION_SEPARATOR = " ; "
 READ_CHUNK = 32
+CONTENT_FREE_STATES = ("", "N/A")
+"""States that say nothing: a question's mean logits about them are its prior (``QuestionReader.prior_logits``)."""
+PRIOR_CACHE_SIZE = 4096
 """Passes per padded forward at inference."""
 
 
@@ -57,8 +62,31 @@ class ReaderConfig(BaseModel):
     """Choices and scores with more options are left to the routing head (see ``QuestionReader.accepts``)."""
     calibration: Calibration = Field(default_factory=Calibration)
     """Platt scaling of the yes margin and a temperature each for choice and score (the head's calibration
-    type), fitted on validation records of the reader's training sets."""
+    type), fitted on validation records of the reader's training sets or on its probe of untaught sets."""
+    head_weights: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
+    """Per question type, the weight ``w`` of the routing head's answer mixed into the reader's
+    (``log p = (1 - w)·log p_reader + w·log p_head``, renormalised); absent or 0: the reader alone."""
+    prior_correction: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
+    """Per question type, how much of the question's answer about a content-free state is subtracted
+    from its logits (``z - λ·z_prior``; "calibrate before use"), removing what the wording alone leans
+    towards; absent or 0: none."""
     trained_on: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("head_weights")
+    @classmethod
+    def _weights_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in value.items() if not 0.0 <= w < 1.0}
+        if bad:
+            raise ValueError(f"head_weights must lie in [0, 1) (1 would drop the reader), got {bad}")
+        return value
+
+    @field_validator("prior_correction")
+    @classmethod
+    def _correction_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in value.items() if not 0.0 <= w <= 1.0}
+        if bad:
+            raise ValueError(f"prior_correction must lie in [0, 1], got {bad}")
+        return value
 
 
 @dataclass(frozen=True)
@@ -157,6 +185,16 @@ def reader_option_texts(question: wire.TextQuestion) -> list[str]:
     return []
 
 
+def question_kind(question: wire.TextQuestion) -> str:
+    """``noul``, ``choice`` or ``score``: the key of the reader's per-type settings.
+
+    Example:
+        >>> question_kind(wire.Noul(instructions="Spam?"))
+        'noul'
+    """
+    return "noul" if isinstance(question, wire.Noul) else "choice" if isinstance(question, wire.Choice) else "score"
+
+
 class QuestionReader:
     """Reads (state, question) pairs and returns calibrated probabilities over each question's options.
 
@@ -179,6 +217,7 @@ class QuestionReader:
         self._pad = int(self.tokenizer.pad_token_id)
         self._separator = self.tokenizer(OPTION_SEPARATOR.strip(), add_special_tokens=False)["input_ids"]
         self.max_positions = min(config.max_tokens, backbone.max_positions)
+        self._priors = LruCache[torch.Tensor]()
 
     # ------------------------------------------------------------------ construction and I/O
 
@@ -364,6 +403,47 @@ class QuestionReader:
             item_passes[owner].append(passes[i])
         return [self.raw_logits(q, *per_item[k]) for k, (_, q) in enumerate(items)], item_passes
 
+    def correction(self, question: wire.TextQuestion) -> float:
+        """This question's ``prior_correction`` weight (0: its logits are used as read)."""
+        return float(self.config.prior_correction.get(question_kind(question), 0.0))
+
+    def set_prior_correction(self, weights: dict[str, float]) -> None:
+        """Set ``ReaderConfig.prior_correction`` (validated), e.g. ``{"choice": 1.0}``."""
+        self.config = self.config.model_copy(update={"prior_correction": ReaderConfig(prior_correction=weights).prior_correction})
+
+    def prior_logits(self, questions: Sequence[wire.TextQuestion]) -> list[torch.Tensor]:
+        """Each question's mean uncalibrated logits about ``CONTENT_FREE_STATES``: what its wording and
+        options lean towards before any state is read. Cached per question.
+
+        Example:
+            >>> reader.prior_logits([Noul(instructions="Is this urgent?")])  # doctest: +SKIP
+            [tensor([0.84])]
+        """
+        keys = [question.model_dump_json() for question in questions]
+        by_key = dict(zip(keys, questions))
+
+        def compute(part: list[str]) -> list[torch.Tensor]:
+            rows = [(state, by_key[key]) for key in part for state in CONTENT_FREE_STATES]
+            logits = self.logits(rows)
+            n = len(CONTENT_FREE_STATES)
+            return [torch.stack(logits[k * n : (k + 1) * n]).mean(0) for k in range(len(part))]
+
+        found = self._priors.through(keys, compute, size=PRIOR_CACHE_SIZE, chunk=READ_CHUNK)
+        return [found[key] for key in keys]
+
+    def correct(self, questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """``logits`` less ``prior_correction`` times each question's ``prior_logits`` (unchanged where the weight is 0)."""
+        weights = [self.correction(q) for q in questions]
+        index = [i for i, w in enumerate(weights) if w > 0]
+        if not index:
+            return list(logits)
+        priors = dict(zip(index, self.prior_logits([questions[i] for i in index])))
+        return [z - weights[i] * priors[i] if i in priors else z for i, z in enumerate(logits)]
+
+    def corrected_logits(self, items: Sequence[tuple[str, wire.TextQuestion]]) -> list[torch.Tensor]:
+        """``logits`` after ``correct``: what calibration is fitted on and ``read`` answers from."""
+        return self.correct([q for _, q in items], self.logits(items))
+
     def predict(self, items: Sequence[tuple[str, wire.TextQuestion]]) -> list[list[float]]:
         """Calibrated probabilities over each question's options, in the wire's option order."""
         return [result.probabilities for result in self.read(items)]
@@ -371,6 +451,7 @@ class QuestionReader:
     def read(self, items: Sequence[tuple[str, wire.TextQuestion]]) -> list[ReaderResult]:
         """``predict`` with what each answer read: tokens over its passes, and the state's length before and after the cut."""
         logits, passes = self._logits_and_passes(items)
+        logits = self.correct([q for _, q in items], logits)
         return [ReaderResult(self.calibrated_log_probs(q, z).exp().tolist(), sum(len(p.input_ids) for p in ps),
                              ps[0].state_tokens, ps[0].state_kept)
                 for (_, q), z, ps in zip(items, logits, passes)]
@@ -390,6 +471,39 @@ class QuestionReader:
     def set_calibration(self, calibration: Calibration) -> None:
         """Replace the calibration (fitted by ``clef_agents.train.reader``)."""
         self.config = self.config.model_copy(update={"calibration": calibration})
+
+    def set_head_weights(self, weights: dict[str, float]) -> None:
+        """Set how much of the routing head's answer is mixed in per question type (see ``ReaderConfig.head_weights``).
+
+        Example:
+            >>> reader.set_head_weights({"choice": 0.5})  # doctest: +SKIP
+            >>> reader.head_weight(Choice(instructions="Which?", criteria={"a": None, "b": None}))  # doctest: +SKIP
+            0.5
+        """
+        self.config = self.config.model_copy(update={"head_weights": ReaderConfig(head_weights=weights).head_weights})
+
+    def head_weight(self, question: wire.TextQuestion) -> float:
+        """The weight of the routing head's answer mixed into this question's (0: the reader alone)."""
+        return float(self.config.head_weights.get(question_kind(question), 0.0))
+
+    @staticmethod
+    def mix_with_head(reader_probabilities: Sequence[float], head_probabilities: Sequence[float], weight: float) -> list[float]:
+        """``(1 - weight)·log p_reader + weight·log p_head``, renormalised.
+
+        Example:
+            >>> [round(p, 3) for p in QuestionReader.mix_with_head([0.8, 0.2], [0.2, 0.8], 0.5)]
+            [0.5, 0.5]
+        """
+        if len(reader_probabilities) != len(head_probabilities):
+            raise ValueError(f"cannot mix {len(reader_probabilities)} reader options with {len(head_probabilities)} head options")
+        if weight <= 0.0:
+            return list(reader_probabilities)
+        logp = [(1 - weight) * math.log(max(r, 1e-9)) + weight * math.log(max(h, 1e-9))
+                for r, h in zip(reader_probabilities, head_probabilities)]
+        top = max(logp)
+        exp = [math.exp(v - top) for v in logp]
+        total = sum(exp)
+        return [v / total for v in exp]
 
     def describe(self) -> dict[str, Any]:
         """The config as a JSON-able dict (for model cards and ``/readyz``-like summaries)."""

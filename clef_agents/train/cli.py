@@ -117,6 +117,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="recipe of clef_agents.train.reader_data (1: the first run's; 2, the default: balanced yes/no, more ladders)")
     reader.add_argument("--init", default=None, help="continue from this reader folder (e.g. an earlier run's OUT/final)")
     reader.add_argument("--save-every", type=int, default=250, help="steps between checkpoints in OUT/last (default 250)")
+    reader.add_argument("--keep-every", type=int, default=None, metavar="STEPS",
+                        help="also keep OUT/step<N> every this many steps, to choose a checkpoint afterwards (default: none)")
     reader.add_argument("--seed", type=int, default=0, help="seed of the data draw, order and initialisation (default 0)")
     reader.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     reader.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -150,7 +152,8 @@ def _run_train_reader(args: argparse.Namespace) -> int:
     summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
                            exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
                            config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress,
-                           command=" ".join(["clef-agents", *sys.argv[1:]]), data_version=args.data_version)
+                           command=" ".join(["clef-agents", *sys.argv[1:]]), data_version=args.data_version,
+                           keep_every=args.keep_every)
     print(json.dumps(summary, indent=2))
     if args.model:
         folder = attach_reader(args.model, summary["final"], Path(args.out) / "model")

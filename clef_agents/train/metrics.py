@@ -41,6 +41,37 @@ def expected_calibration_error(confidence: Sequence[float], correct: Sequence[fl
     return float(total)
 
 
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """Ranks from 1, ties sharing their average rank.
+
+    Example:
+        >>> average_ranks([10, 20, 20, 30]).tolist()
+        [1.0, 2.5, 2.5, 4.0]
+    """
+    array = np.asarray(values, dtype=float)
+    order = np.argsort(array, kind="mergesort")
+    ranks = np.empty(len(array))
+    sorted_values = array[order]
+    start = 0
+    while start < len(array):
+        end = start
+        while end + 1 < len(array) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def auroc(scores: Sequence[float], positive: Sequence[int]) -> float:
+    """Area under the ROC curve (Mann–Whitney, ties counted half); NaN with one class only."""
+    labels = np.asarray(positive, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if not n_pos or not n_neg:
+        return float("nan")
+    ranks = average_ranks(scores)
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
 ECE_NOISE_DRAWS = 200
 
 

@@ -103,8 +103,12 @@ def _schedule(step: int, steps: int, warmup: int) -> float:
 def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: float = 5e-5, lr_heads: float = 1e-3,
                  seed: int = 0, exclude: Sequence[str] = ("banking77",), per_set: int = 4000, time_limit_s: float | None = None,
                  save_every: int = 250, config: ReaderConfig | None = None, init: str | Path | None = None,
-                 progress: bool = True, command: str | None = None, data_version: int = 2) -> dict[str, Any]:
+                 progress: bool = True, command: str | None = None, data_version: int = 2,
+                 keep_every: int | None = None) -> dict[str, Any]:
     """Train a reader from the backbone (or ``init``), calibrate it on validation records, save ``out/final``.
+
+    ``keep_every`` also keeps ``out/step<N>`` every that many steps, for choosing a checkpoint afterwards
+    (``clef_agents.train.reader_probe``).
 
     Returns a summary (steps run, examples/s, losses, wall time, data) that is also written to
     ``out/summary.json``. Example: see the module docstring.
@@ -151,9 +155,12 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
             log.write(json.dumps({"step": step + 1, "loss": mean, "elapsed_s": round(time.time() - started, 1)}) + "\n")
             log.flush()
         out_of_time = time_limit_s is not None and time.time() - started > time_limit_s
-        if (step + 1) % save_every == 0 or out_of_time:
+        keep = keep_every is not None and (step + 1) % keep_every == 0
+        if (step + 1) % save_every == 0 or out_of_time or keep:
             reader.train_mode(False)
             reader.save(out / "last")
+            if keep:
+                reader.save(out / f"step{step + 1}")
             reader.train_mode(True)
         if out_of_time:
             break
@@ -190,11 +197,24 @@ def _temperature(pairs: Sequence[tuple[torch.Tensor, int]]) -> float:
 
 
 def fit_calibration(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuestion, int]]) -> Calibration:
-    """Platt scaling for yes/no and one temperature each for choice and score, by NLL on ``items``."""
-    logits = reader.logits([(s, q) for s, q, _ in items])
-    nouls = [(z[0], g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Noul)]
-    choices = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Choice)]
-    scores = [(z, g) for (_, q, g), z in zip(items, logits) if isinstance(q, wire.Score)]
+    """Platt scaling for yes/no and one temperature each for choice and score, by NLL on ``items``
+    (on the logits the reader answers from: after its ``prior_correction``)."""
+    logits = reader.corrected_logits([(s, q) for s, q, _ in items])
+    return fit_logit_calibration([q for _, q, _ in items], logits, [g for _, _, g in items])
+
+
+def fit_logit_calibration(questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor], gold: Sequence[int]) -> Calibration:
+    """``fit_calibration`` on logits already read (a type with fewer than 20 items keeps the identity).
+
+    Example:
+        >>> q = wire.Noul(instructions="Spam?")
+        >>> cal = fit_logit_calibration([q] * 40, [torch.tensor([4.0 * (i % 2) - 2.0]) for i in range(40)], [1 - i % 2 for i in range(40)])
+        >>> cal.noul_a > 0, cal.fitted_on["nouls"]
+        (True, 40)
+    """
+    nouls = [(z[0], g) for q, z, g in zip(questions, logits, gold) if isinstance(q, wire.Noul)]
+    choices = [(z, g) for q, z, g in zip(questions, logits, gold) if isinstance(q, wire.Choice)]
+    scores = [(z, g) for q, z, g in zip(questions, logits, gold) if isinstance(q, wire.Score)]
     a, b = (fit_platt(torch.stack([z for z, _ in nouls]).float(), torch.tensor([1.0 if g == 0 else 0.0 for _, g in nouls]),
                       READER_LBFGS) if len(nouls) >= 20 else (1.0, 0.0))
     return Calibration(

@@ -122,7 +122,13 @@ BINARIES: dict[str, Binary] = {
 # ----------------------------------------------------------------------------- records
 
 
-def _record(state: str, question: dict[str, Any], label: Any, source: str, form: str) -> dict[str, Any]:
+def one_question_record(state: str, question: dict[str, Any], label: Any, source: str, form: str) -> dict[str, Any]:
+    """A decision record with one question (id ``q``), its label, and where it came from (``meta``).
+
+    Example:
+        >>> one_question_record("hi", {"type": "noul", "instructions": "Greeting?"}, True, "demo", "own")["labels"]
+        {'q': True}
+    """
     return {"state": state, "questions": {QID: question}, "labels": {QID: label},
             "meta": {"dataset": source, "source": "reader_data", "form": form}}
 
@@ -142,7 +148,7 @@ def _as_yes_no_choice(record: dict[str, Any], rng: random.Random) -> dict[str, A
     names = ["yes", "no"] if rng.random() < 0.7 else ["no", "yes"]
     choice = {"type": "choice", "instructions": question["instructions"], "criteria": {n: None for n in names}}
     label = "yes" if record["labels"][QID] else "no"
-    return _record(record["state"], choice, label, record["meta"]["dataset"], "noul_as_choice")
+    return one_question_record(record["state"], choice, label, record["meta"]["dataset"], "noul_as_choice")
 
 
 def label_questions(state: str, gold: str, names: list[str], descriptions: Mapping[str, str | None], kind: str,
@@ -162,7 +168,7 @@ def label_questions(state: str, gold: str, names: list[str], descriptions: Mappi
             template = rng.choice(LABEL_NO[kind] if negated else LABEL_YES[kind])
             text = _fill(template, x=_readable(target))
         answer = (target == gold) != negated
-        record = _record(state, {"type": "noul", "instructions": text}, answer, source, "label_noul_negated" if negated else "label_noul")
+        record = one_question_record(state, {"type": "noul", "instructions": text}, answer, source, "label_noul_negated" if negated else "label_noul")
         out.append(_as_yes_no_choice(record, rng) if rng.random() < 0.15 else record)
     return out
 
@@ -180,7 +186,7 @@ def choice_question(state: str, gold: str, names: list[str], descriptions: Mappi
     label = keys[chosen.index(gold)]
     pool = (instructions or []) + CHOICE_INSTRUCTIONS[kind]
     text = rng.choice(CHOICE_NEGATED) if rng.random() < 0.08 else rng.choice(pool)
-    return _record(state, {"type": "choice", "instructions": text, "criteria": criteria}, label, source,
+    return one_question_record(state, {"type": "choice", "instructions": text, "criteria": criteria}, label, source,
                    "choice_described" if described else "choice_bare")
 
 
@@ -216,19 +222,19 @@ def _from_entailment_set(name: str, split: str, rng: random.Random, limit: int) 
             quoted = _QUOTED.search(str(question.get("instructions", "")))
             if quoted is None or quoted.group(1).strip().endswith("?") or rng.random() < 0.3:
                 own = {"type": "noul", "instructions": question["instructions"]}
-                out.append(_record(state, own, bool(label), name, "own"))
+                out.append(one_question_record(state, own, bool(label), name, "own"))
                 continue
             statement = quoted.group(1).strip().rstrip(".")
             statement = statement[:1].lower() + statement[1:] if statement[1:2].islower() else statement
             negated = rng.random() < 0.4
             text = _fill(rng.choice(ENTAIL_NO if negated else ENTAIL_YES), h=statement)
-            record_out = _record(state, {"type": "noul", "instructions": text}, bool(label) != negated, name,
+            record_out = one_question_record(state, {"type": "noul", "instructions": text}, bool(label) != negated, name,
                                  "entail_negated" if negated else "entail")
             out.append(_as_yes_no_choice(record_out, rng) if rng.random() < 0.1 else record_out)
     return out
 
 
-def _raw_rows(name: str, split: str) -> list[dict[str, Any]]:
+def raw_rows(name: str, split: str) -> list[dict[str, Any]]:
     """Rows of a staged set read straight from its JSONL (sets without a loader in ``datasets``); a set
     without the split carves it from train by a hash of the text (10 % valid)."""
     folder = datasets.data_root() / name
@@ -247,10 +253,10 @@ def _sample(rows: list[Any], limit: int, rng: random.Random) -> list[Any]:
 
 def _from_binary(spec: Binary, split: str, rng: random.Random, limit: int) -> list[dict[str, Any]]:
     out = []
-    for row in _sample(_raw_rows(spec.name, split), limit, rng):
+    for row in _sample(raw_rows(spec.name, split), limit, rng):
         negated = rng.random() < 0.35
         text = rng.choice(spec.no if negated else spec.yes)
-        record = _record(spec.text(row), {"type": "noul", "instructions": text}, spec.positive(row) != negated, spec.name,
+        record = one_question_record(spec.text(row), {"type": "noul", "instructions": text}, spec.positive(row) != negated, spec.name,
                          "binary_negated" if negated else "binary")
         out.append(_as_yes_no_choice(record, rng) if rng.random() < 0.15 else record)
     return out
@@ -260,7 +266,7 @@ def _from_raw_choice(name: str, split: str, kind: str, rng: random.Random, limit
                      label_of: Callable[[Mapping[str, Any]], str], options_of: Callable[[Mapping[str, Any]], list[str]],
                      instructions_of: Callable[[Mapping[str, Any]], list[str]] | None = None) -> list[dict[str, Any]]:
     out = []
-    for row in _sample(_raw_rows(name, split), limit, rng):
+    for row in _sample(raw_rows(name, split), limit, rng):
         names = options_of(row)
         gold = label_of(row)
         extra = instructions_of(row) if instructions_of else None
@@ -296,13 +302,13 @@ def _from_sst5(split: str, rng: random.Random, limit: int, version: int) -> list
         top = len(ladder) - 1
         ladder = list(reversed(ladder)) if down else list(ladder)
         question = {"type": "score", "instructions": rng.choice(SCORE_DOWN if down else SCORE_UP), "criteria": ladder}
-        out.append(_record(state, question, top - gold if down else gold, "sst5", "score_down" if down else "score_up"))
+        out.append(one_question_record(state, question, top - gold if down else gold, "sst5", "score_down" if down else "score_up"))
         if level != 2:
             negated = rng.random() < 0.4
             text = rng.choice(["Is this review negative?", "Does the writer dislike the film?", "Is the sentiment unfavourable?"]
                               if negated else ["Is this review positive?", "Does the writer like the film?", "Positive?",
                                                "Is the sentiment favourable?"])
-            record_out = _record(state, {"type": "noul", "instructions": text}, (level > 2) != negated, "sst5", "sentiment_noul")
+            record_out = one_question_record(state, {"type": "noul", "instructions": text}, (level > 2) != negated, "sst5", "sentiment_noul")
             out.append(_as_yes_no_choice(record_out, rng) if rng.random() < 0.15 else record_out)
     return out
 
@@ -315,7 +321,7 @@ def _from_hate_offensive(split: str, rng: random.Random, limit: int, version: in
         text = rng.choice(["Is this tweet hateful or offensive?", "Does this tweet contain abusive language?", "Toxic?"]
                           if not negated else ["Is this tweet neither hateful nor offensive?", "Is this tweet free of abuse?",
                                                "Is this tweet clean?"])
-        out.append(_record(record["state"], {"type": "noul", "instructions": text}, (label != "neither") != negated,
+        out.append(one_question_record(record["state"], {"type": "noul", "instructions": text}, (label != "neither") != negated,
                            "hate_offensive", "binary"))
         if version >= 2 and rng.random() < 0.5:
             severity = {"neither": 0, "offensive_language": 1, "hate_speech": 2}[label]
@@ -323,7 +329,7 @@ def _from_hate_offensive(split: str, rng: random.Random, limit: int, version: in
             ladder = list(rng.choice(SEVERITY_LADDERS))
             question = {"type": "score", "instructions": rng.choice(SEVERITY_DOWN if down else SEVERITY_UP),
                         "criteria": list(reversed(ladder)) if down else ladder}
-            out.append(_record(record["state"], question, 2 - severity if down else severity, "hate_offensive",
+            out.append(one_question_record(record["state"], question, 2 - severity if down else severity, "hate_offensive",
                                "score_down" if down else "score_up"))
     return out
 
@@ -337,7 +343,7 @@ def _bfcl(split: str, rng: random.Random, limit: int) -> list[dict[str, Any]]:
     for record in datasets.load_records("bfcl_relevance", split, limit=limit, seed=rng.randrange(1 << 30)):
         (label,) = record["labels"].values()
         negated = rng.random() < 0.35
-        out.append(_record(record["state"], {"type": "noul", "instructions": rng.choice(no if negated else yes)},
+        out.append(one_question_record(record["state"], {"type": "noul", "instructions": rng.choice(no if negated else yes)},
                            bool(label) != negated, "bfcl_relevance", "binary"))
     return out
 
@@ -379,7 +385,7 @@ def _one_set(name: str, split: str, rng: random.Random, per_set: int, version: i
                                 lambda r: ["Does the evidence support the claim?", "What does the evidence say about the claim?"])
     if name in ("copa", "pubmedqa"):
         records = datasets.load_records(name, split, limit=per_set // 2, seed=rng.randrange(1 << 30))
-        return [_record(r["state"], q, r["labels"][qid], name, "own") for r in records for qid, q in r["questions"].items()]
+        return [one_question_record(r["state"], q, r["labels"][qid], name, "own") for r in records for qid, q in r["questions"].items()]
     raise ValueError(f"no reader recipe for {name!r}; known: {', '.join(READER_SETS)}")
 
 
@@ -426,7 +432,7 @@ def balanced_yes_no(records: list[dict[str, Any]], rng: random.Random) -> list[d
     (data set, form), so that neither a set nor a wording (a negation, say) predicts the answer by itself.
 
     Example:
-        >>> recs = [_record("s", {"type": "noul", "instructions": "?"}, i < 3, "d", "binary") for i in range(10)]
+        >>> recs = [one_question_record("s", {"type": "noul", "instructions": "?"}, i < 3, "d", "binary") for i in range(10)]
         >>> sum(r["labels"][QID] for r in balanced_yes_no(recs, random.Random(0))), len(balanced_yes_no(recs, random.Random(0)))
         (3, 6)
     """

@@ -94,6 +94,17 @@ TRAINABLE: dict[str, SetEntry] = {
 }
 """Sets a training mixture may use (a shipped model only those with ``shippable=True``)."""
 
+READER_PROBE: dict[str, str] = {
+    "xstest": "noul",
+    "tweeteval_offensive": "noul",
+    "tweeteval_stance": "choice",
+    "climate_fever": "choice",
+}
+"""Trainable sets the question reader is trained without (type asked of each), so that what is chosen
+after training (the checkpoint, the calibration of untaught answers) rests on questions it was never
+taught; the gate's sets (assebench_security, injecagent) are never in its mixture and probe it too.
+Never the benchmark's held-out sets: those are measured once, after every choice is made."""
+
 LEAVE_ONE_OUT: dict[str, str] = {"banking77": "intent"}
 """Trainable sets that a leave-one-out run drops from its mixture to evaluate them untaught (family)."""
 
