@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from clef_agents.train.metrics import auroc, average_ranks, expected_calibration_error, is_finite_number
+from clef_agents.train.metrics import (
+    auroc,
+    average_ranks,
+    expected_calibration_error,
+    is_finite_number,
+)
 
 GAP_LIMIT = 0.15
 """Coherence gaps at or under this count as coherent (the issue's negation target)."""
