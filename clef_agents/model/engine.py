@@ -299,7 +299,7 @@ class DecisionEngine:
         yes/no, and choices and scores with at most its ``max_options`` options; one pass per question,
         reading it with the state; where the reader's ``head_weights`` say so, the head's answer to the
         same question is mixed in), else with the head alone (its cached options make long option
-        lists cheap). A request whose questions all go to the reader skips the head's pass.
+        lists cheap). A request whose questions all go to the reader alone skips the head's pass.
 
         Example:
             >>> engine.predict([("I was charged twice", [Noul(instructions="Is the customer angry?")])])  # doctest: +SKIP
