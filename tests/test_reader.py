@@ -317,6 +317,7 @@ def test_prior_correction_subtracts_the_answer_about_a_content_free_state(tiny_f
     alone = reader.logits([(state, choice) for state in ("", "N/A")])
     assert priors[0] == pytest.approx((alone[0] + alone[1]) / 2, abs=1e-5)
     assert [z.tolist() for z in reader.corrected_logits(items)] == [z.tolist() for z in raw]
+    assert reader.correct([choice], raw[:1], {"choice": 0.5})[0] == pytest.approx(raw[0] - 0.5 * priors[0], abs=1e-5)
     reader.set_prior_correction({"choice": 1.0})
     corrected = reader.corrected_logits(items)
     assert corrected[0] == pytest.approx(raw[0] - priors[0], abs=1e-5)

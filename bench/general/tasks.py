@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from clef_agents.train.datasets import staged_labels
+
 TASKS_FILE = Path(__file__).with_name("tasks.yaml")
 WORDINGS = ("plain", "formal", "terse", "paraphrase", "negated")
 YES_NO = ("yes", "no")
@@ -161,7 +163,7 @@ def load_tasks(data_root: Path, path: Path = TASKS_FILE, only: list[str] | None 
     for entry in raw["tasks"]:
         if only and entry["id"] not in only:
             continue
-        labels = (data_root / entry["dataset"] / "labels.txt").read_text().split()
+        labels = staged_labels(entry["dataset"], data_root)
         task = Task.from_dict(entry, labels)
         if task.type == "noul" and not set(task.yes) < set(task.labels):
             raise ValueError(f"task {task.id!r}: `yes` {list(task.yes)} must name some, not all, of its labels {task.labels}")

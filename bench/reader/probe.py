@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clef_agents.model.config import Calibration
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from clef_agents.model.config import Calibration
+from clef_agents.model.reader import QuestionReader
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = (0.0, 0.25, 0.5, 0.75)
@@ -43,8 +44,6 @@ HEADLINE = {"noul": "noul_auroc", "choice": "choice_accuracy"}
 
 def probabilities_from(reader: Any, items: list, logits: list, calibration: Any = None) -> list[list[float]]:
     """Answers from precomputed logits under ``calibration`` (None: uncalibrated)."""
-    from clef_agents.model.config import Calibration
-
     saved = reader.config.calibration
     reader.set_calibration(calibration or Calibration())
     try:
@@ -53,11 +52,9 @@ def probabilities_from(reader: Any, items: list, logits: list, calibration: Any 
         reader.set_calibration(saved)
 
 
-def corrected(items: list, logits: list, priors: list, weights: dict[str, float]) -> list:
-    """``z - λ·z_prior`` with the weight of each item's type (what ``QuestionReader.correct`` does)."""
-    from clef_agents.model.reader import question_kind
-
-    return [z - weights.get(question_kind(q), 0.0) * prior for (_, q, _, _), z, prior in zip(items, logits, priors)]
+def corrected(reader: Any, items: list, logits: list, correction: dict[str, float]) -> list:
+    """The reader's ``correct`` under ``correction`` (its prior logits come from its cache after the first call)."""
+    return reader.correct([q for _, q, _, _ in items], logits, correction)
 
 
 def head_probabilities(model_name: str, items: list) -> list[list[float]]:
@@ -73,18 +70,8 @@ def head_probabilities(model_name: str, items: list) -> list[list[float]]:
 
 
 def mix(reader_probs: list[list[float]], head_probs: list[list[float]], items: list, weights: dict[str, float]) -> list[list[float]]:
-    """Geometric mix of the two answers per item, with the weight of the item's type."""
-    import numpy as np
-
-    from clef_agents import wire
-
-    out = []
-    for (_, q, _, _), r, h in zip(items, reader_probs, head_probs):
-        w = weights["noul" if isinstance(q, wire.Noul) else "choice"]
-        logp = (1 - w) * np.log(np.clip(r, 1e-9, 1)) + w * np.log(np.clip(h, 1e-9, 1))
-        p = np.exp(logp - logp.max())
-        out.append((p / p.sum()).tolist())
-    return out
+    """``QuestionReader.mix_with_head`` per item, with the weight of the item's type."""
+    return [QuestionReader.mix_with_head(r, h, weights.get(q.type, 0.0)) for (_, q, _, _), r, h in zip(items, reader_probs, head_probs)]
 
 
 def validation_calibration(reader: Any, per_set: int) -> Any:
@@ -97,7 +84,7 @@ def validation_calibration(reader: Any, per_set: int) -> Any:
     return fit_calibration(reader, typed_items(reader_records("valid", per_set=per_set, seed=1, exclude=exclude)))
 
 
-def probe_calibration(reader: Any, items: list, fallback: Any, logits: list) -> Any:
+def probe_calibration(items: list, fallback: Any, logits: list) -> Any:
     """Platt and choice temperature fitted on probe items' (corrected) logits; the score temperature of ``fallback``."""
     from clef_agents.train.reader import fit_logit_calibration
 
@@ -107,18 +94,17 @@ def probe_calibration(reader: Any, items: list, fallback: Any, logits: list) -> 
                                                    "scores_from": "validation rows of the reader's sets"}})
 
 
-def choose(reader: Any, items: list, logits: list, priors: list, head: list, in_dist: Any,
+def choose(reader: Any, items: list, logits: list, head: list, in_dist: Any,
            correct: bool = True, mixing: bool = True) -> dict[str, Any]:
     """On ``items``: the prior correction per type (by the criterion's part, uncalibrated; none unless
     ``correct``), then the calibration (Platt and choice temperature) on the corrected logits, then the
     head's weight per type (none unless ``mixing``)."""
     correction = {kind: max(CORRECTIONS if correct else (0.0,),
-                            key=lambda lam: _part(items, probabilities_from(reader, items, corrected(items, logits, priors, {kind: lam})), kind))
+                            key=lambda lam: _part(items, probabilities_from(reader, items, corrected(reader, items, logits, {kind: lam})), kind))
                   for kind in HEADLINE}
-    reader.set_prior_correction(correction)
-    fitted = probe_calibration(reader, items, in_dist, corrected(items, logits, priors, correction))
-    reader.set_prior_correction({})
-    probs = probabilities_from(reader, items, corrected(items, logits, priors, correction), fitted)
+    fixed = corrected(reader, items, logits, correction)
+    fitted = probe_calibration(items, in_dist, fixed)
+    probs = probabilities_from(reader, items, fixed, fitted)
     weights = {kind: max(WEIGHTS if mixing else (0.0,), key=lambda w: _part(items, mix(probs, head, items, {"noul": w, "choice": w}), kind))
                for kind in HEADLINE}
     return {"prior_correction": correction, "calibration": fitted.model_dump(), "head_weights": weights,
@@ -130,7 +116,7 @@ STEPS = {"probe calibration": (False, False), "+ prior correction": (True, False
 """The ladder checked out of fold: each step adds one knob, chosen on the fitting half."""
 
 
-def fold(reader: Any, items: list, logits: list, priors: list, head: list, in_dist: Any, fit_half: int) -> dict[str, Any]:
+def fold(reader: Any, items: list, logits: list, head: list, in_dist: Any, fit_half: int) -> dict[str, Any]:
     """Each step of ``STEPS`` chosen on one half of the probe and checked on the other, beside the
     uncalibrated reader, the calibration training wrote, and the head alone."""
     from clef_agents.train.reader_probe import probe_half, probe_report
@@ -141,7 +127,7 @@ def fold(reader: Any, items: list, logits: list, priors: list, head: list, in_di
     def pick(values: list, index: list) -> list:
         return [values[i] for i in index]
 
-    check_items, check_logits, check_priors, check_head = pick(items, check), pick(logits, check), pick(priors, check), pick(head, check)
+    check_items, check_logits, check_head = pick(items, check), pick(logits, check), pick(head, check)
     answers = {
         "uncalibrated": probabilities_from(reader, check_items, check_logits),
         "validation calibration (as trained)": probabilities_from(reader, check_items, check_logits, in_dist),
@@ -149,9 +135,9 @@ def fold(reader: Any, items: list, logits: list, priors: list, head: list, in_di
     }
     chosen = {}
     for name, (correct, mixing) in STEPS.items():
-        step = choose(reader, pick(items, fit), pick(logits, fit), pick(priors, fit), pick(head, fit), in_dist, correct, mixing)
+        step = choose(reader, pick(items, fit), pick(logits, fit), pick(head, fit), in_dist, correct, mixing)
         chosen[name] = {k: v for k, v in step.items() if k != "probabilities"}
-        probs = probabilities_from(reader, check_items, corrected(check_items, check_logits, check_priors, step["prior_correction"]),
+        probs = probabilities_from(reader, check_items, corrected(reader, check_items, check_logits, step["prior_correction"]),
                                    Calibration(**step["calibration"]))
         answers[name] = mix(probs, check_head, check_items, step["head_weights"])
     return {"fit_half": fit_half, "check_items": len(check), "chosen": chosen,
@@ -183,8 +169,6 @@ def main() -> int:
 
     import torch
 
-    from clef_agents.model.config import Calibration
-    from clef_agents.model.reader import QuestionReader
     from clef_agents.train.reader_probe import probe_items, probe_report
 
     torch.set_num_threads(args.threads)
@@ -204,12 +188,11 @@ def main() -> int:
     chosen = max(candidates, key=lambda f: candidates[f]["criterion"])
     reader = QuestionReader.load(chosen)
     logits = reader.logits([(st, q) for st, q, _, _ in items])
-    priors = reader.prior_logits([q for _, q, _, _ in items])
     in_dist = validation_calibration(reader, args.valid_per_set)
     head = head_probabilities(args.model, items)
-    folds = [fold(reader, items, logits, priors, head, in_dist, half) for half in (0, 1)]
+    folds = [fold(reader, items, logits, head, in_dist, half) for half in (0, 1)]
     correct, mixing = kept_steps(folds)
-    final = choose(reader, items, logits, priors, head, in_dist, correct, mixing)
+    final = choose(reader, items, logits, head, in_dist, correct, mixing)
     result = {
         "command": " ".join(["python", "bench/reader/probe.py", *sys.argv[1:]]),
         "items": len(items), "wall_s": round(time.time() - started, 1),

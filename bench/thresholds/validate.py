@@ -54,7 +54,9 @@ def load_test_records(name: str, limit: int | None = None) -> list[dict[str, Any
 
 
 def _raw_records(name: str) -> list[dict[str, Any]]:
-    labels = (DATA / name / "labels.txt").read_text().split()
+    from clef_agents.train.datasets import staged_labels
+
+    labels = staged_labels(name, DATA)
     question = {"type": "choice", "instructions": "What is the intent of this message?",
                 "criteria": {label: None for label in labels}}
     rows = [json.loads(line) for line in (DATA / name / "test.jsonl").read_text().splitlines() if line.strip()]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,10 +38,11 @@ READER_WEIGHTS_FILE = "reader.safetensors"
 READER_FORMAT = "clef-agents-reader/1"
 OPTION_SEPARATOR = " ; "
 READ_CHUNK = 32
+"""Passes per padded forward at inference."""
 CONTENT_FREE_STATES = ("", "N/A")
 """States that say nothing: a question's mean logits about them are its prior (``QuestionReader.prior_logits``)."""
 PRIOR_CACHE_SIZE = 4096
-"""Passes per padded forward at inference."""
+"""Questions whose prior logits are kept."""
 
 
 class ReaderConfig(BaseModel):
@@ -183,16 +184,6 @@ def reader_option_texts(question: wire.TextQuestion) -> list[str]:
     if isinstance(question, wire.Score):
         return [wire.content_text(level) or f"level {i}" for i, level in enumerate(question.criteria)]
     return []
-
-
-def question_kind(question: wire.TextQuestion) -> str:
-    """``noul``, ``choice`` or ``score``: the key of the reader's per-type settings.
-
-    Example:
-        >>> question_kind(wire.Noul(instructions="Spam?"))
-        'noul'
-    """
-    return "noul" if isinstance(question, wire.Noul) else "choice" if isinstance(question, wire.Choice) else "score"
 
 
 class QuestionReader:
@@ -405,7 +396,7 @@ class QuestionReader:
 
     def correction(self, question: wire.TextQuestion) -> float:
         """This question's ``prior_correction`` weight (0: its logits are used as read)."""
-        return float(self.config.prior_correction.get(question_kind(question), 0.0))
+        return float(self.config.prior_correction.get(question.type, 0.0))
 
     def set_prior_correction(self, weights: dict[str, float]) -> None:
         """Set ``ReaderConfig.prior_correction`` (validated), e.g. ``{"choice": 1.0}``."""
@@ -431,9 +422,11 @@ class QuestionReader:
         found = self._priors.through(keys, compute, size=PRIOR_CACHE_SIZE, chunk=READ_CHUNK)
         return [found[key] for key in keys]
 
-    def correct(self, questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        """``logits`` less ``prior_correction`` times each question's ``prior_logits`` (unchanged where the weight is 0)."""
-        weights = [self.correction(q) for q in questions]
+    def correct(self, questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor],
+                correction: Mapping[str, float] | None = None) -> list[torch.Tensor]:
+        """``logits`` less the correction weight of each question's type times its ``prior_logits``
+        (unchanged where the weight is 0); ``correction`` replaces the config's ``prior_correction``."""
+        weights = [self.correction(q) if correction is None else float(correction.get(q.type, 0.0)) for q in questions]
         index = [i for i, w in enumerate(weights) if w > 0]
         if not index:
             return list(logits)
@@ -484,7 +477,7 @@ class QuestionReader:
 
     def head_weight(self, question: wire.TextQuestion) -> float:
         """The weight of the routing head's answer mixed into this question's (0: the reader alone)."""
-        return float(self.config.head_weights.get(question_kind(question), 0.0))
+        return float(self.config.head_weights.get(question.type, 0.0))
 
     @staticmethod
     def mix_with_head(reader_probabilities: Sequence[float], head_probabilities: Sequence[float], weight: float) -> list[float]:

@@ -487,6 +487,18 @@ def _file(spec: DatasetSpec, split: str) -> Path:
     return data_root() / spec.folder / f"{split}.jsonl"
 
 
+def staged_labels(name: str, root: Path | None = None) -> list[str]:
+    """The labels of staged set ``name`` (its ``labels.txt``, one per line; labels may contain spaces),
+    under ``root`` (default ``data_root()``).
+
+    Example:
+        >>> staged_labels("injecagent")[0]  # doctest: +SKIP
+        'direct harm: physical'
+    """
+    path = (root or data_root()) / name / "labels.txt"
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def available_splits(name: str) -> list[str]:
     """The splits ``load_records`` serves for a set (a carved ``valid`` counts when train exists).
 

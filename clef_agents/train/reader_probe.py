@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from clef_agents import wire
+from clef_agents.train import datasets
 from clef_agents.train.metrics import auroc, expected_calibration_error
+from clef_agents.train.reader import typed_items
 from clef_agents.train.reader_data import one_question_record, raw_rows, reader_records
 from clef_agents.train.split import READER_PROBE
 
@@ -67,8 +69,9 @@ def probe_records(rows_per_set: int = 60, seed: int = 0) -> list[dict[str, Any]]
         form = "own" if yes_label == "unsafe" else "own_negated"
         records.append(one_question_record(row["text"], {"type": "noul", "instructions": question},
                                            row["label"] == yes_label, "assebench_security", form))
-    options = [line.strip() for line in _labels("injecagent") if line.strip()]
-    for n, row in enumerate(rng.sample(raw_rows("injecagent", "train"), min(rows_per_set, len(raw_rows("injecagent", "train"))))):
+    options = datasets.staged_labels("injecagent")
+    injecagent = raw_rows("injecagent", "train")
+    for n, row in enumerate(rng.sample(injecagent, min(rows_per_set, len(injecagent)))):
         question = {"type": "choice", "instructions": INJECAGENT_INSTRUCTIONS[n % 2], "criteria": dict.fromkeys(options)}
         records.append(one_question_record(row["text"], question, row["label"], "injecagent", "choice"))
     return records
@@ -76,13 +79,9 @@ def probe_records(rows_per_set: int = 60, seed: int = 0) -> list[dict[str, Any]]
 
 def probe_items(rows_per_set: int = 60, seed: int = 0) -> list[ProbeItem]:
     """``probe_records`` as typed items, ready for a reader's ``logits`` or a model's ``predict``."""
-    out = []
-    for record in probe_records(rows_per_set, seed):
-        (qid, raw), = record["questions"].items()
-        question = wire.validate_questions({qid: raw})[qid]
-        out.append((wire.state_text(record["state"]), question, wire.label_index(question, record["labels"][qid]),
-                    {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]}))
-    return out
+    records = probe_records(rows_per_set, seed)
+    return [(state, question, gold, {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]})
+            for (state, question, gold), record in zip(typed_items(records), records)]
 
 
 def probe_half(item: ProbeItem) -> int:
@@ -98,12 +97,6 @@ def _balanced(rows: list[dict[str, Any]], limit: int, rng: random.Random) -> lis
     picked = [row for group in by_label.values() for row in rng.sample(group, each)]
     rng.shuffle(picked)
     return picked
-
-
-def _labels(name: str) -> list[str]:
-    from clef_agents.train import datasets
-
-    return (datasets.data_root() / name / "labels.txt").read_text(encoding="utf-8").splitlines()
 
 
 def probe_report(items: Sequence[ProbeItem], probabilities: Sequence[Sequence[float]]) -> dict[str, Any]:
