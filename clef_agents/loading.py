@@ -13,6 +13,11 @@ here, so a spec means the same thing everywhere:
 - ``http://...`` / ``https://...``: ``RemoteDecisionModel``, a System One server at that root
   (``api_key`` is sent as a bearer key). Nothing is contacted until the first question.
 - ``backbone:NAME``: ``ClefDecisionModel.from_backbone(NAME)``, an untrained head (it warns).
+- ``precise``: the precise tier, ``PrefillLMDecisionModel`` on Qwen2.5-Coder-1.5B-Instruct from the
+  ``clef-agents[precise]`` wheels (slower, better on questions nobody taught).
+- ``lm:PATH``: ``PrefillLMDecisionModel`` on any local instruct causal LM (a folder or a ``.gguf`` file).
+- ``FAST+PRECISE`` (e.g. ``mini+precise``): ``TieredDecisionModel``: the questions ``FAST`` was taught
+  keep its answers, every other question is asked of ``PRECISE``.
 - anything else: ``ClefDecisionModel.from_pretrained(spec)``, the shipped name ``mini`` or a
   checkpoint folder (torch is imported only then).
 
@@ -21,8 +26,8 @@ This module imports nothing heavy itself.
 Example:
     >>> load_model("fake").model
     'fake'
-    >>> spec_kind("https://decide.example.com"), spec_kind("mini"), spec_kind("runs/mini/final")
-    ('remote', 'checkpoint', 'checkpoint')
+    >>> spec_kind("https://decide.example.com"), spec_kind("mini"), spec_kind("runs/mini/final"), spec_kind("precise")
+    ('remote', 'checkpoint', 'checkpoint', 'lm')
 """
 
 from __future__ import annotations
@@ -36,15 +41,19 @@ if TYPE_CHECKING:
 FAKE = "fake"
 FAKE_KEYWORDS = "fake-keywords"
 BACKBONE_PREFIX = "backbone:"
+LM_PREFIX = "lm:"
+PRECISE = "precise"
 REMOTE_PREFIXES = ("http://", "https://")
 DEFAULT_SPEC = "mini"
 
-SpecKind = Literal["fake", "fake-keywords", "remote", "backbone", "checkpoint"]
+SpecKind = Literal["fake", "fake-keywords", "remote", "backbone", "lm", "tiered", "checkpoint"]
+TIER_SEPARATOR = "+"
 
 MODEL_HELP = (
     "decision model: 'mini' (the shipped default) or a checkpoint folder; an http(s):// URL of a System One "
     "server; 'fake' (hashed answers, no model); 'fake-keywords' (the ready graphs' keyword-scripted fake); "
-    "'backbone:NAME' (an untrained head)"
+    "'backbone:NAME' (an untrained head); 'precise' or 'lm:PATH' (a local instruct LM read in one prefill pass); "
+    "'FAST+PRECISE', e.g. 'mini+precise' (taught questions by FAST, the rest by PRECISE)"
 )
 """The ``--model`` help text every command shares."""
 
@@ -64,10 +73,21 @@ def spec_kind(spec: str) -> SpecKind:
         return "fake-keywords"
     if spec.startswith(REMOTE_PREFIXES):
         return "remote"
+    if TIER_SEPARATOR in spec and not Path(spec).exists():
+        fast, _, precise = spec.partition(TIER_SEPARATOR)
+        if not fast.strip() or not precise.strip():
+            raise ValueError(f"{spec!r} names a tiered model without both tiers: use 'FAST+PRECISE', e.g. 'mini+precise'")
+        spec_kind(fast.strip())
+        spec_kind(precise.strip())
+        return "tiered"
     if spec.startswith(BACKBONE_PREFIX):
         if not spec[len(BACKBONE_PREFIX) :].strip():
             raise ValueError(f"{spec!r} names no backbone: use 'backbone:NAME', e.g. 'backbone:minilm'")
         return "backbone"
+    if spec == PRECISE or spec.startswith(LM_PREFIX):
+        if spec.startswith(LM_PREFIX) and not spec[len(LM_PREFIX) :].strip():
+            raise ValueError(f"{spec!r} names no language model: use 'lm:PATH' (a folder or a .gguf file)")
+        return "lm"
     return "checkpoint"
 
 
@@ -82,22 +102,31 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
     """
     kind = spec_kind(spec)
     if kind == "fake":
-        from clef_agents.testing import FakeDecisionModel  # noqa: PLC0415
+        from clef_agents.testing import FakeDecisionModel
 
         return FakeDecisionModel(model=FAKE)
     if kind == "fake-keywords":
-        from clef_agents.graph.ready import demo_fake_model  # noqa: PLC0415
+        from clef_agents.graph.ready import demo_fake_model
 
         return demo_fake_model()
     if kind == "remote":
-        from clef_agents.serve.remote import RemoteDecisionModel  # noqa: PLC0415
+        from clef_agents.serve.remote import RemoteDecisionModel
 
         return RemoteDecisionModel(base_url=spec, api_key=api_key)
-    from clef_agents.model import ClefDecisionModel  # noqa: PLC0415  (torch lives behind this import)
+    if kind == "tiered":
+        from clef_agents.tiered import TieredDecisionModel
+
+        fast, _, precise = spec.partition(TIER_SEPARATOR)
+        return TieredDecisionModel(load_model(fast.strip(), api_key=api_key), load_model(precise.strip(), api_key=api_key))
+    if kind == "lm":
+        from clef_agents.model.prefill_lm import PrefillLMDecisionModel
+
+        return PrefillLMDecisionModel.load(PRECISE if spec == PRECISE else spec[len(LM_PREFIX) :].strip())
+    from clef_agents.model import ClefDecisionModel
 
     if kind == "backbone":
         return ClefDecisionModel.from_backbone(spec[len(BACKBONE_PREFIX) :])
-    from clef_agents.model.decision_model import RESERVED_NAMES  # noqa: PLC0415
+    from clef_agents.model.decision_model import RESERVED_NAMES
 
     if spec not in RESERVED_NAMES and not (Path(spec) / "config.json").is_file():
         reason = "does not exist" if not Path(spec).exists() else "has no config.json"

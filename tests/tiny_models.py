@@ -70,3 +70,27 @@ def make_model(folder, **kwargs):
         model.engine.head.field_gate.fill_(1.0)
         model.engine.head.match_option[-1].weight.normal_(0, 0.2)
     return model
+
+
+def tiny_causal_lm(folder):
+    """Save a tiny random Qwen3 causal LM whose vocabulary has the answer tokens (yes/no, A–Z); return the folder."""
+    import string
+
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+
+    torch.manual_seed(0)
+    words = ["[PAD]", "[UNK]", *WORDS, "Yes", "No", "Question", "about", "text", "above", "Answer", "or", "Options",
+             "Levels", "lowest", "first", "with", "letter", "of", "best", "option", "level", "that", "fits", "?", ":", ".",
+             ",", *string.ascii_uppercase]
+    vocab = {token: i for i, token in enumerate(dict.fromkeys(words))}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace()])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", model_max_length=512)
+    config = Qwen3Config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=1, head_dim=16, intermediate_size=64, max_position_embeddings=512,
+                         pad_token_id=0, tie_word_embeddings=False)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

