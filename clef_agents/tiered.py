@@ -19,26 +19,23 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from langchain_core.decisions import (
     BaseDecisionModel,
     ClassifierRequest,
     ClassifierResponse,
-    Question,
-    State,
 )
-from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, PrivateAttr
 
 from clef_agents import wire
+from clef_agents.batched import BatchedDecisionModel
 
 PRECISE_EXTENSION = "x_precise"
 """Response extension: the ids of the questions the precise tier answered."""
 
 
-class TieredDecisionModel(BaseDecisionModel):
+class TieredDecisionModel(BatchedDecisionModel):
     """Taught questions answered by ``fast``, every other question by ``precise`` (see the module docstring).
 
     Example:
@@ -69,16 +66,6 @@ class TieredDecisionModel(BaseDecisionModel):
         """The tier asked about every question the fast tier was not taught."""
         return self._precise
 
-    @property
-    def _provider(self) -> str:
-        return "clef_agents"
-
-    def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
-        (result,) = self._classify_many([{"state": state, "questions": questions}])
-        if isinstance(result, Exception):
-            raise result
-        return result
-
     def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
         """The fast tier's batch, then one precise batch for the untaught questions; a request that either
         tier refuses comes back as that tier's exception (its other requests are still answered)."""
@@ -105,18 +92,6 @@ class TieredDecisionModel(BaseDecisionModel):
         if "x_truncation" in _extensions(precise):
             extensions["x_precise_truncation"] = _extensions(precise)["x_truncation"]
         return wire.DecisionResponse(model=self.model, answers=answers, usage=usage, extensions=extensions)
-
-    def batch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
-              return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
-        """Answer many requests: one fast batch, then one precise batch for their untaught questions."""
-        if not inputs:
-            return []
-        return self._batch_with_config(self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm")
-
-    async def abatch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
-                     return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
-        """Async ``batch``: both tiers run in a worker thread."""
-        return await asyncio.to_thread(self.batch, inputs, config, return_exceptions=return_exceptions)
 
 
 def _extensions(response: ClassifierResponse) -> dict[str, Any]:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import warnings
 from pathlib import Path
 from typing import Any
 
-from langchain_core.decisions import (
-    BaseDecisionModel,
-    ClassifierRequest,
-    ClassifierResponse,
-    Question,
-    State,
-)
-from langchain_core.runnables import RunnableConfig
+from langchain_core.decisions import ClassifierRequest, ClassifierResponse
 from pydantic import ConfigDict, PrivateAttr
 
 from clef_agents import wire
+from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.model.config import ClefConfig, HeadSettings, LoraSettings
 from clef_agents.model.engine import DecisionEngine
 
@@ -51,7 +44,7 @@ def checkpoint_folder(name_or_path: str | Path) -> Path:
     return folder
 
 
-class ClefDecisionModel(BaseDecisionModel):
+class ClefDecisionModel(BatchedDecisionModel):
     """A frozen backbone + LoRA + routing head that answers every question of a request in one
     prefill pass, with no generation.
 
@@ -153,24 +146,14 @@ class ClefDecisionModel(BaseDecisionModel):
         """The checkpoint config."""
         return self._engine.config
 
-    # ------------------------------------------------------------------ BaseDecisionModel
-
-    @property
-    def _provider(self) -> str:
-        return "clef_agents"
-
-    def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
-        (result,) = self._classify_many([{"state": state, "questions": questions}])
-        if isinstance(result, Exception):
-            raise result
-        return result
+    # ------------------------------------------------------------------ BatchedDecisionModel
 
     def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
         """Answer many requests with one padded forward; invalid ones come back as exceptions."""
         prepared: list[tuple[str, list[str], list[wire.TextQuestion]] | Exception] = []
         for request in requests:
             try:
-                prepared.append(_prepare(request))
+                prepared.append(prepare_request(request))
             except wire.InvalidRequestError as exc:
                 prepared.append(exc)
         valid = [p for p in prepared if not isinstance(p, Exception)]
@@ -195,41 +178,3 @@ class ClefDecisionModel(BaseDecisionModel):
             usage={"input_tokens": prediction.input_tokens, "output_tokens": 0},
             extensions=extensions,
         )
-
-    def batch(
-        self,
-        inputs: list[ClassifierRequest],
-        config: RunnableConfig | list[RunnableConfig] | None = None,
-        *,
-        return_exceptions: bool = False,
-        **kwargs: Any,
-    ) -> list[ClassifierResponse]:
-        """Answer many requests with one padded forward (chunked for memory).
-
-        Example:
-            >>> model.batch([{"state": "a", "questions": qs}, {"state": "b", "questions": qs}])  # doctest: +SKIP
-        """
-        if not inputs:
-            return []
-        return self._batch_with_config(self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm")
-
-    async def abatch(
-        self,
-        inputs: list[ClassifierRequest],
-        config: RunnableConfig | list[RunnableConfig] | None = None,
-        *,
-        return_exceptions: bool = False,
-        **kwargs: Any,
-    ) -> list[ClassifierResponse]:
-        """Async ``batch``: the forward runs in a worker thread."""
-        return await asyncio.to_thread(self.batch, inputs, config, return_exceptions=return_exceptions)
-
-
-def _prepare(request: ClassifierRequest) -> tuple[str, list[str], list[wire.TextQuestion]]:
-    if not isinstance(request, dict) or "state" not in request or "questions" not in request:
-        raise wire.InvalidRequestError(
-            [{"loc": ["request"], "msg": "a request needs 'state' and 'questions'", "type": "missing"}]
-        )
-    wire.check_state(request["state"])
-    questions = wire.validate_questions(request["questions"])
-    return wire.state_text(request["state"]), list(questions), list(questions.values())

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import importlib.util
@@ -38,16 +37,13 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from langchain_core.decisions import (
-    BaseDecisionModel,
     ClassifierRequest,
     ClassifierResponse,
-    Question,
-    State,
 )
-from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from clef_agents import wire
+from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.model.config import Calibration
 from clef_agents.model.encoder import Truncation
 from clef_agents.model.lru import LruCache
@@ -440,7 +436,7 @@ def settings_path(reference: str | Path) -> Path:
     return (path.parent if path.suffix == ".gguf" else path) / SETTINGS_FILE
 
 
-class PrefillLMDecisionModel(BaseDecisionModel):
+class PrefillLMDecisionModel(BatchedDecisionModel):
     """The precise tier as a LangChain ``BaseDecisionModel``: a local instruct LM read in one prefill pass.
 
     Slower than ``mini`` (about a second a request for a 1.5B model on two CPU cores, far less on a
@@ -477,16 +473,6 @@ class PrefillLMDecisionModel(BaseDecisionModel):
         """The torch side (calibration, logits, prefix cache)."""
         return self._lm
 
-    @property
-    def _provider(self) -> str:
-        return "clef_agents"
-
-    def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
-        (result,) = self._classify_many([{"state": state, "questions": questions}])
-        if isinstance(result, Exception):
-            raise result
-        return result
-
     def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
         """Answer each request (state read once, its questions together); invalid ones come back as exceptions."""
         out: list[ClassifierResponse | Exception] = []
@@ -498,28 +484,11 @@ class PrefillLMDecisionModel(BaseDecisionModel):
         return out
 
     def _answer(self, request: ClassifierRequest) -> wire.DecisionResponse:
-        if not isinstance(request, dict) or "state" not in request or "questions" not in request:
-            raise wire.InvalidRequestError(
-                [{"loc": ["request"], "msg": "a request needs 'state' and 'questions'", "type": "missing"}]
-            )
-        wire.check_state(request["state"])
-        questions = wire.validate_questions(request["questions"])
-        probabilities, truncation, tokens = self._lm.predict(wire.state_text(request["state"]), list(questions.values()))
+        text, ids, questions = prepare_request(request)
+        probabilities, truncation, tokens = self._lm.predict(text, questions)
         return wire.DecisionResponse(
             model=self.model,
-            answers={qid: wire.to_answer(q, p) for (qid, q), p in zip(questions.items(), probabilities)},
+            answers={qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, probabilities)},
             usage={"input_tokens": tokens, "output_tokens": 0},
             extensions={"x_truncation": truncation.as_dict()},
         )
-
-    def batch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
-              return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
-        """Answer many requests, one prefill each (repeated states reuse their cached prefix)."""
-        if not inputs:
-            return []
-        return self._batch_with_config(self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm")
-
-    async def abatch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
-                     return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
-        """Async ``batch``: the forward runs in a worker thread."""
-        return await asyncio.to_thread(self.batch, inputs, config, return_exceptions=return_exceptions)
