@@ -9,7 +9,7 @@ beside the LM (in the package for ``precise``).
 The probe has no ordinal questions, so the score temperature stays 1.
 
 Run:   CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py --lm precise --write
-Writes bench/precise/calibration.json and calibration.md (and, with --write, the LM's settings: ``clef_lm.json``).
+Writes bench/precise/calibration_<answer>.json and .md (and, with --write, the LM's settings: ``clef_lm.json``).
 """
 
 from __future__ import annotations
@@ -132,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     parser.add_argument("--answer", choices=("letter", "name"), default="letter",
                         help="how choice and score options are answered: by letter or by name (default letter)")
-    parser.add_argument("--write", action="store_true", help="save the calibration fitted on the whole probe")
+    parser.add_argument("--write", action="store_true",
+                        help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe")
     parser.add_argument("--out", type=Path, default=HERE, help="report folder (default bench/precise)")
     args = parser.parse_args(argv)
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "calibration.json").write_text(json.dumps(result, indent=1) + "\n")
-    (args.out / "calibration.md").write_text(render(result))
+    (args.out / f"calibration_{args.answer}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"calibration_{args.answer}.md").write_text(render(result))
     print(render(result))
     return 0
 
