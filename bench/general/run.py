@@ -150,7 +150,7 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
             answerers.append(SparrowAnswerer())
         elif name.endswith("_head"):
             answerers.append(model_answerer(name, name.removesuffix("_head"), reader=False))
-        elif name == "precise" or name.startswith("lm:"):
+        elif is_lm_spec(name):
             answerers.append(lm_answerer(name, name))
         elif name == "smollm_prefill":
             from bench.general.methods import PrefillLMAnswerer
@@ -162,17 +162,25 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
         key, _, where = spec.partition("=")
         if not where:
             raise SystemExit(f"--model takes KEY=NAME_OR_PATH (e.g. new=runs/x/final), got {spec!r}")
-        answerers.append(lm_answerer(key, where) if where == "precise" or where.startswith("lm:") else model_answerer(key, where))
+        answerers.append(lm_answerer(key, where) if is_lm_spec(where) else model_answerer(key, where))
     return answerers
+
+
+def is_lm_spec(spec: str) -> bool:
+    """Whether ``spec`` names a local LM (``precise`` or ``lm:PATH``), as ``clef_agents.loading`` reads specs."""
+    from clef_agents.loading import spec_kind
+
+    return spec_kind(spec) == "lm"
 
 
 def lm_answerer(key: str, where: str, states_kept: int = 512) -> Answerer:
     """The precise tier (``precise``) or any local LM (``lm:PATH``), keeping every sampled state's prefix
     cache so that the wordings of a task read each state once. It was trained on none of the sets."""
     from bench.general.methods import ModelAnswerer
+    from clef_agents.loading import LM_PREFIX, PRECISE
     from clef_agents.model.prefill_lm import PrefillLMDecisionModel
 
-    reference = "precise" if where == "precise" else where.removeprefix("lm:")
+    reference = PRECISE if where == PRECISE else where.removeprefix(LM_PREFIX)
     model = PrefillLMDecisionModel.load(reference, prefix_cache_size=states_kept)
     return ModelAnswerer(key, model, title=f"{where}: a local instruct LM read in one prefill pass", trained_on=[])
 
