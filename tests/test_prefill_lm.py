@@ -19,6 +19,7 @@ from clef_agents.model.prefill_lm import (
     precise_gguf,
     question_prompt,
 )
+from clef_agents.model.reader import CONTENT_FREE_STATES
 from tests.tiny_models import tiny_causal_lm
 
 STATE = "my card is lost please help"
@@ -93,14 +94,49 @@ def test_probabilities_follow_the_calibration(lm):
     assert lm.calibrated(QUESTIONS[1], option_logits) == pytest.approx(expected, abs=1e-6)
 
 
+@pytest.mark.parametrize("answer", ["letter", "name"])
+def test_the_prior_correction_subtracts_its_share_of_the_content_free_answer(folder, answer):
+    plain = PrefillLM(*load_causal_lm(folder), answer=answer)
+    weights = {"noul": 0.5, "choice": 1.0}
+    corrected = PrefillLM(plain.model, plain.tokenizer, answer=answer, prior_correction=weights)
+    raw, _, raw_tokens = plain.logits(STATE, QUESTIONS)
+    got, _, tokens = corrected.logits(STATE, QUESTIONS)
+    for question, z, c in zip(QUESTIONS, raw, got):
+        prior = torch.stack([plain.raw_logits(text, [question])[0][0] for text in CONTENT_FREE_STATES]).mean(dim=0)
+        torch.testing.assert_close(corrected.prior_logits(question), prior, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(c, z - weights.get(question.type, 0.0) * prior, atol=1e-5, rtol=1e-5)
+    assert not torch.equal(got[0], raw[0]) and torch.equal(got[2], raw[2])  # the score question is not corrected
+    assert tokens > raw_tokens  # the prior's reads count the first time a question is asked
+    again, _, tokens_again = corrected.logits(STATE, QUESTIONS)
+    assert tokens_again == raw_tokens  # later, the prior comes from the LRU
+    for first, second in zip(got, again):
+        torch.testing.assert_close(first, second)
+
+
+def test_the_whole_prior_removes_a_question_s_lean_whatever_the_state(folder):
+    """With the whole prior subtracted, the content-free states' mean answer is 50/50."""
+    lm = PrefillLM(*load_causal_lm(folder), prior_correction={"noul": 1.0})
+    margins = [lm.logits(state, QUESTIONS[:1])[0][0].item() for state in CONTENT_FREE_STATES]
+    assert sum(margins) / len(margins) == pytest.approx(0.0, abs=1e-5)
+    assert PrefillLM(lm.model, lm.tokenizer).logits("N/A", QUESTIONS[:1])[0][0].item() != pytest.approx(0.0, abs=1e-3)
+
+
+def test_the_prior_correction_is_checked(lm):
+    with pytest.raises(ValueError, match=r"prior_correction must lie in \[0, 1\]"):
+        PrefillLM(lm.model, lm.tokenizer, prior_correction={"noul": 1.5})
+    with pytest.raises(ValueError):
+        PrefillLM(lm.model, lm.tokenizer, prior_correction={"ranking": 0.5})
+
+
 def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
     lm = PrefillLM(*load_causal_lm(folder), calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
-                   answer="name", max_state_tokens=64)
+                   answer="name", max_state_tokens=64, prior_correction={"choice": 0.75})
     assert lm.save_settings(folder).name == SETTINGS_FILE
     try:
         loaded = PrefillLM.load(folder)
         assert (loaded.calibration.noul_a, loaded.calibration.noul_b, loaded.calibration.choice_temperature) == (0.3, -0.1, 1.7)
         assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
+        assert loaded.prior_correction == {"choice": 0.75}
         assert PrefillLM.load(folder, answer="letter").answer == "letter"
     finally:
         (folder / SETTINGS_FILE).unlink()
@@ -146,7 +182,8 @@ def test_a_long_state_is_cut_head_and_tail_and_reported(folder):
     lm = PrefillLM(*load_causal_lm(folder), max_state_tokens=10)
     ids, truncation = lm.state_ids(" ".join(["help"] * 30))
     assert truncation.truncated and truncation.state_tokens == 30 and truncation.kept_tokens == 10
-    assert len(ids) == 10 + len(lm.state_ids("")[0])
+    assert len(ids) == 10 + len(lm.state_ids("help")[0]) - 1
+    assert len(lm.state_ids("")[0]) == 1  # an empty prompt still reads one token
 
 
 def test_the_decision_model_answers_typed_questions_and_a_bad_request_spares_the_good_one(lm):

@@ -328,3 +328,18 @@ def test_prior_correction_subtracts_the_answer_about_a_content_free_state(tiny_f
     assert QuestionReader.load(tmp_path / "r").correction(choice) == 1.0
     with pytest.raises(ValueError, match=r"prior_correction must lie in \[0, 1\]"):
         reader.set_prior_correction({"noul": 1.5})
+
+
+def test_the_wide_probe_asks_every_question_type_on_trainable_sets_only():
+    from clef_agents.train.datasets import data_root
+    from clef_agents.train.reader_probe import wide_probe_items
+    from clef_agents.train.split import HELD_OUT
+
+    try:
+        data_root()
+    except FileNotFoundError as err:
+        pytest.skip(f"shared data not present: {err}")
+    items = wide_probe_items(rows_per_set=4)
+    assert {type(q) for _, q, _, _ in items} == {wire.Noul, wire.Choice, wire.Score}
+    assert not {meta["dataset"] for _, _, _, meta in items} & set(HELD_OUT)
+    assert [(s, g) for s, _, g, _ in wide_probe_items(rows_per_set=4)] == [(s, g) for s, _, g, _ in items]

@@ -1,15 +1,28 @@
-"""Calibrate the precise tier (a local instruct LM read in one prefill pass) on the reader's probe.
+"""Calibrate the precise tier (a local instruct LM read in one prefill pass) on a probe of trainable sets.
 
-The probe (``clef_agents.train.reader_probe``) holds questions on trainable sets that neither the
-question reader nor the untaught-question benchmark (bench/general) uses, so calibrating here does not
-tune on the benchmark. Rule, fixed before the run: Platt scaling for yes/no and a temperature for
-choices (``fit_logit_calibration``), fitted on one half of the probe (split by a hash of the state) and
-checked on the other, both ways round; ``--write`` saves the settings (how options are answered, the calibration fitted on the whole probe)
-beside the LM (in the package for ``precise``).
-The probe has no ordinal questions, so the score temperature stays 1.
+Two probes (``clef_agents.train.reader_probe``), neither touching the untaught-question benchmark's
+held-out sets (bench/general), so calibrating here does not tune on the benchmark:
 
-Run:   CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py --lm precise --write
-Writes bench/precise/calibration_<answer>.json and .md (and, with --write, the LM's settings: ``clef_lm.json``).
+- ``reader``: the question reader's probe (four sets the reader is never taught, plus the gate's sets;
+  yes/no and choices, no ordinal questions);
+- ``wide``: the reader recipe's yes/no, choice and score questions on every trainable set it reads. The
+  LM was taught none of them, and these look more like what users ask (intents, topics, sentiment
+  ladders, spam, reading questions).
+
+Rules, fixed before the run:
+
+1. The prior correction (``PrefillLM.prior_correction``, per question type): for each type in turn,
+   each weight of ``--corrections`` is applied to that type's logits (the other types uncorrected); the
+   weight with the highest criterion on the whole probe, uncalibrated, is kept (ties: the smaller).
+2. Platt scaling for yes/no and a temperature each for choices and scores (``fit_logit_calibration``),
+   fitted on one half of the probe (split by a hash of the state) and checked on the other, both ways
+   round, then fitted on the whole probe.
+
+``--write`` saves the settings (how options are answered, the correction, the calibration fitted on the
+whole probe) beside the LM (in the package for ``precise``).
+
+Run:   CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py --lm precise --answer name --probe wide --write
+Writes bench/precise/calibration_<answer>[_wide].json and .md (and, with --write, the LM's settings: ``clef_lm.json``).
 """
 
 from __future__ import annotations
@@ -25,23 +38,55 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 HERE = Path(__file__).resolve().parent
+WIDE_MIN_GROUP = 10
+"""On the wide probe a set's yes/no or choice items count towards the criterion from this many (it has
+more sets and fewer items of each type per set than the reader's probe)."""
 
 
-def probe_logits(lm: Any, items: list) -> list:
-    """The LM's uncalibrated logits for each probe item (one request per item, states read once)."""
+def probe_logits(lm: Any, items: list) -> tuple[list, list]:
+    """The LM's raw logits for each probe item (one request per item) and its prior logits for the
+    item's question (content-free states, read once per distinct question)."""
     from tqdm import tqdm
 
-    return [lm.logits(state, [question])[0][0] for state, question, _, _ in tqdm(items, desc="probe", unit="q", mininterval=10)]
+    raw, priors = [], []
+    for state, question, _, _ in tqdm(items, desc="probe", unit="q", mininterval=10):
+        raw.append(lm.raw_logits(state, [question])[0][0])
+        priors.append(lm.prior_logits(question))
+    return raw, priors
 
 
-def answers(lm: Any, items: list, logits: list, calibration: Any) -> list[list[float]]:
+def corrected(items: list, raw: list, priors: list, weights: dict[str, float]) -> list:
+    """``raw − λ·prior`` per item, λ its question type's weight (what ``PrefillLM.logits`` gives with
+    ``prior_correction=weights``)."""
+    return [z - weights.get(q.type, 0.0) * b for (_, q, _, _), z, b in zip(items, raw, priors)]
+
+
+def choose_correction(items: list, raw: list, priors: list, grid: list[float],
+                      min_group: int) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Rule 1: per question type, the weight with the highest uncalibrated criterion on the whole probe
+    (the other types uncorrected; ties: the smaller weight)."""
+    from clef_agents.model.config import Calibration
+    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.train.reader_probe import probe_report
+
+    kept: dict[str, float] = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    for kind in sorted({q.type for _, q, _, _ in items}):
+        for weight in grid:
+            logits = corrected(items, raw, priors, {kind: weight})
+            probabilities = [PrefillLM.calibrated_with(Calibration(), q, z) for (_, q, _, _), z in zip(items, logits)]
+            summaries[f"{kind} {weight}"] = probe_report(items, probabilities, min_group=min_group)["summary"]
+        best = max(sorted(grid), key=lambda w: (summaries[f"{kind} {w}"]["criterion"] or 0.0, -w))
+        if best > 0:
+            kept[kind] = best
+    return kept, summaries
+
+
+def answers(items: list, logits: list, calibration: Any) -> list[list[float]]:
     """Probabilities from precomputed logits under ``calibration``."""
-    saved = lm.calibration
-    lm.calibration = calibration
-    try:
-        return [lm.calibrated(question, z) for (_, question, _, _), z in zip(items, logits)]
-    finally:
-        lm.calibration = saved
+    from clef_agents.model.prefill_lm import PrefillLM
+
+    return [PrefillLM.calibrated_with(calibration, question, z) for (_, question, _, _), z in zip(items, logits)]
 
 
 def fit(items: list, logits: list) -> Any:
@@ -55,14 +100,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from clef_agents.model.config import Calibration
     from clef_agents.model.prefill_lm import PrefillLM
-    from clef_agents.train.reader_probe import probe_half, probe_items, probe_report
+    from clef_agents.train.reader_probe import (
+        MIN_GROUP,
+        probe_half,
+        probe_items,
+        probe_report,
+        wide_probe_items,
+    )
 
     torch.set_num_threads(args.threads)
-    items = probe_items(rows_per_set=args.rows_per_set)
-    lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer)
+    items = (wide_probe_items if args.probe == "wide" else probe_items)(rows_per_set=args.rows_per_set)
+    lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer, prior_correction={})
     started = time.perf_counter()
-    logits = probe_logits(lm, items)
+    raw, priors = probe_logits(lm, items)
     seconds = time.perf_counter() - started
+    if args.save_logits:
+        args.save_logits.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"raw": raw, "priors": priors, "rows_per_set": args.rows_per_set, "probe": args.probe}, args.save_logits)
+    min_group = WIDE_MIN_GROUP if args.probe == "wide" else MIN_GROUP
+    weight, by_weight = choose_correction(items, raw, priors, args.corrections, min_group)
+    logits = corrected(items, raw, priors, weight)
     halves = [[i for i, item in enumerate(items) if probe_half(item) == h] for h in (0, 1)]
     folds = []
     for fit_half, check_half in ((0, 1), (1, 0)):
@@ -72,26 +129,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         folds.append({
             "fitted_on_half": fit_half,
             "calibration": fitted.model_dump(),
-            "uncalibrated": probe_report(check, answers(lm, check, check_logits, Calibration()))["summary"],
-            "calibrated": probe_report(check, answers(lm, check, check_logits, fitted))["summary"],
+            "uncalibrated": probe_report(check, answers(check, check_logits, Calibration()), min_group=min_group)["summary"],
+            "calibrated": probe_report(check, answers(check, check_logits, fitted), min_group=min_group)["summary"],
         })
     whole = fit(items, logits)
     result = {
         "lm": args.lm,
         "answer": args.answer,
+        "probe": args.probe,
+        "correction": weight,
+        "by_correction": by_weight,
         "command": " ".join(["CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py", *sys.argv[1:]]),
         "items": len(items),
         "rows_per_set": args.rows_per_set,
         "seconds": round(seconds, 1),
-        "uncalibrated": probe_report(items, answers(lm, items, logits, Calibration())),
+        "uncalibrated": probe_report(items, answers(items, logits, Calibration()), min_group=min_group),
         "folds": folds,
         "calibration": whole.model_dump(),
-        "calibrated_in_sample": probe_report(items, answers(lm, items, logits, whole)),
+        "calibrated_in_sample": probe_report(items, answers(items, logits, whole), min_group=min_group),
     }
     if args.write:
         from clef_agents.model.prefill_lm import settings_path
 
         lm.calibration = whole
+        lm.prior_correction = weight
         target = lm.save_settings(settings_path(args.lm))
         result["written"] = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else str(target)
     return result
@@ -104,9 +165,16 @@ def render(result: dict[str, Any]) -> str:
         return f"| {name} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |"
 
     lines = [
-        "# Precise tier: calibration on the reader's probe", "",
+        f"# Precise tier: calibration on the {result.get('probe', 'reader')} probe", "",
         (f"Command: `{result['command']}` — {result['items']} probe items, {result['seconds']} s to read them; "
          f"options answered by {result['answer']}."), "",
+    ]
+    if "by_correction" in result:
+        lines += ["Prior correction (rule 1: per question type, the highest criterion, uncalibrated, on the whole probe):", "",
+                  "| type, weight | yes/no AUROC | choice accuracy | NLL | ECE | criterion |", "|---|---:|---:|---:|---:|---:|"]
+        lines += [row(weight, summary) for weight, summary in result["by_correction"].items()]
+        lines += ["", f"Kept: prior_correction {result['correction'] or 'none'}.", ""]
+    lines += [
         "| | yes/no AUROC | choice accuracy | NLL | ECE | criterion |", "|---|---:|---:|---:|---:|---:|",
         row("whole probe, uncalibrated", result["uncalibrated"]["summary"]),
     ]
@@ -125,6 +193,16 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _weights(text: str) -> list[float]:
+    try:
+        weights = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"correction weights are numbers separated by commas, got {text!r}") from None
+    if not weights or not all(0.0 <= w <= 1.0 for w in weights):
+        raise argparse.ArgumentTypeError(f"correction weights must lie in [0, 1], got {text!r}")
+    return weights
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default="precise", help="'precise' or a local LM folder / .gguf file (default precise)")
@@ -132,14 +210,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
     parser.add_argument("--answer", choices=("letter", "name"), default="letter",
                         help="how choice and score options are answered: by letter or by name (default letter)")
+    parser.add_argument("--probe", choices=("reader", "wide"), default="wide",
+                        help="reader: the question reader's probe; wide: the reader recipe on every trainable set (default wide)")
+    parser.add_argument("--corrections", type=_weights, default=[0.0],
+                        help="prior correction weights to choose from per question type, comma-separated in [0, 1] (default 0)")
+    parser.add_argument("--save-logits", type=Path, default=None, help="also save the raw and prior logits (torch.save) here")
     parser.add_argument("--write", action="store_true",
                         help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe")
     parser.add_argument("--out", type=Path, default=HERE, help="report folder (default bench/precise)")
     args = parser.parse_args(argv)
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"calibration_{args.answer}.json").write_text(json.dumps(result, indent=1) + "\n")
-    (args.out / f"calibration_{args.answer}.md").write_text(render(result))
+    stem = f"calibration_{args.answer}" + ("_wide" if args.probe == "wide" else "")
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"{stem}.md").write_text(render(result))
     print(render(result))
     return 0
 

@@ -12,6 +12,11 @@ answer tokens; nothing is generated.
 - A yes/no question's logit is ``log mass("yes", "Yes", …) − log mass("no", "No", …)``.
 - A choice or score question lists its options under letters (A, B, …, at most 26). Each option's
   logit is the log mass of its letter.
+- Optionally (``prior_correction``, a weight per question type, as the question reader's) each answer's
+  logit is corrected by what the model answers the same question about content-free states (an empty
+  text, "N/A"): ``z − λ·z_prior``. That removes the question's own pull towards "yes", or towards an
+  option whose name is common or short, whatever the state ("calibrate before use", Zhao et al. 2021;
+  surface-form competition, Holtzman et al. 2021). The prior is read once per question and kept in an LRU.
 - Calibration has the same form as the question reader's (``Calibration``): Platt for yes/no, one
   temperature each for choice and score.
 
@@ -40,14 +45,19 @@ from langchain_core.decisions import (
     ClassifierRequest,
     ClassifierResponse,
 )
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from clef_agents import wire
 from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.model.config import Calibration
 from clef_agents.model.encoder import Truncation
 from clef_agents.model.lru import LruCache
-from clef_agents.model.reader import question_text, reader_option_texts, truncate_ids
+from clef_agents.model.reader import (
+    CONTENT_FREE_STATES,
+    question_text,
+    reader_option_texts,
+    truncate_ids,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +226,8 @@ class PrefillLM:
 
     def __init__(self, model: Any, tokenizer: Any, *, max_state_tokens: int = 512, tail_fraction: float = 0.6,
                  calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
-                 name: str = "clef-agents-lm", answer: str = "letter"):
+                 name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
+                 prior_cache_size: int = 256):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -232,6 +243,9 @@ class PrefillLM:
         self.calibration = calibration or Calibration()
         self.prefix_cache_size = prefix_cache_size
         self.question_chunk = question_chunk
+        self.prior_correction = LMSettings(prior_correction=prior_correction or {}).prior_correction
+        self.prior_cache_size = prior_cache_size
+        self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
         self._yes = self._first_tokens(YES_WORDS)
         self._no = self._first_tokens(NO_WORDS)
@@ -255,7 +269,7 @@ class PrefillLM:
         if saved.exists():
             stored = LMSettings.model_validate_json(saved.read_text())
             settings = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
-                        **settings}
+                        "prior_correction": stored.prior_correction, **settings}
         return cls(model, tokenizer, **settings)
 
     def _template_parts(self) -> tuple[str, str]:
@@ -287,7 +301,17 @@ class PrefillLM:
         kept = truncate_ids(ids, self.max_state_tokens, self.tail_fraction)
         head = self.tokenizer.encode(self._head, add_special_tokens=False)
         tail = self.tokenizer.encode("\n\n", add_special_tokens=False)
-        return head + kept + tail, Truncation("head_tail", len(ids), len(kept))
+        prompt = head + kept + tail
+        if not prompt:  # an empty state, no chat template and a tokenizer that drops blank lines
+            prompt = [self._filler_token()]
+        return prompt, Truncation("head_tail", len(ids), len(kept))
+
+    def _filler_token(self) -> int:
+        for token in (self.tokenizer.bos_token_id, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id,
+                      self.tokenizer.unk_token_id):
+            if token is not None:
+                return int(token)
+        return 0
 
     def question_ids(self, question: wire.TextQuestion) -> list[int]:
         """The prompt's token ids after the state: the question and the chat template's answer cue."""
@@ -343,8 +367,48 @@ class PrefillLM:
         return isinstance(question, wire.Noul) or self.answer == "letter"
 
     def logits(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[torch.Tensor], Truncation, int]:
-        """Uncalibrated logits per question (``[margin]`` for a noul, one per option otherwise), the state's
-        truncation and the number of tokens read.
+        """Uncalibrated logits per question (``[margin]`` for a noul, one per option otherwise), less the
+        question type's ``prior_correction`` times its ``prior_logits``, the state's truncation and the
+        number of tokens read (the prior's reads included, the first time a question is asked)."""
+        raw, truncation, tokens = self.raw_logits(state, questions)
+        out = []
+        for question, z in zip(questions, raw):
+            weight = self.correction(question)
+            if weight > 0:
+                prior, read = self._prior(question)
+                z = z - weight * prior
+                tokens += read
+            out.append(z)
+        return out, truncation, tokens
+
+    def correction(self, question: wire.TextQuestion) -> float:
+        """This question's ``prior_correction`` weight (0: its logits are used as read)."""
+        return float(self.prior_correction.get(question.type, 0.0))
+
+    def prior_logits(self, question: wire.TextQuestion) -> torch.Tensor:
+        """The question's mean raw logits about the content-free states (``CONTENT_FREE_STATES``): what its
+        wording and options lean towards before any state is read. Kept in an LRU.
+
+        Example:
+            >>> lm.prior_logits(wire.Noul(instructions="Is this urgent?"))  # doctest: +SKIP
+            tensor([0.83])
+        """
+        return self._prior(question)[0]
+
+    def _prior(self, question: wire.TextQuestion) -> tuple[torch.Tensor, int]:
+        """The prior logits and the tokens read for them (0 when they came from the LRU)."""
+        key = hashlib.sha256(json.dumps([self.answer, self.max_state_tokens, question_prompt(question, self.answer),
+                                         answer_names(question)]).encode()).hexdigest()
+        found = self._priors.get(key)
+        if found is not None:
+            return found, 0
+        reads = [self.raw_logits(state, [question]) for state in CONTENT_FREE_STATES]
+        found = torch.stack([z[0] for z, _, _ in reads]).mean(dim=0)
+        self._priors.put(key, found, self.prior_cache_size)
+        return found, sum(tokens for _, _, tokens in reads)
+
+    def raw_logits(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[torch.Tensor], Truncation, int]:
+        """Logits per question before any content-free correction, the state's truncation and the tokens read.
 
         Yes/no questions (and lettered options) are one row each, read together on the state's cache. With
         ``answer="name"`` a choice or score question's prompt extends the state's cache once, and each option's
@@ -384,7 +448,16 @@ class PrefillLM:
 
     def calibrated(self, question: wire.TextQuestion, logits: torch.Tensor) -> list[float]:
         """Probabilities over the question's options (indexed as ``wire.option_names``) from ``logits``."""
-        cal = self.calibration
+        return self.calibrated_with(self.calibration, question, logits)
+
+    @staticmethod
+    def calibrated_with(cal: Calibration, question: wire.TextQuestion, logits: torch.Tensor) -> list[float]:
+        """``calibrated`` under the calibration ``cal`` (to compare calibrations on logits already read).
+
+        Example:
+            >>> PrefillLM.calibrated_with(Calibration(), wire.Noul(instructions="?"), torch.tensor([0.0]))
+            [0.5, 0.5]
+        """
         if isinstance(question, wire.Noul):
             p = torch.sigmoid(cal.noul_a * logits[0] + cal.noul_b).item()
             return [p, 1.0 - p]
@@ -398,7 +471,8 @@ class PrefillLM:
 
     def settings(self) -> LMSettings:
         """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
-        return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration)
+        return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
+                          prior_correction=self.prior_correction)
 
     def save_settings(self, path: str | Path) -> Path:
         """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in); ``load`` reads it back."""
@@ -416,7 +490,18 @@ class LMSettings(BaseModel):
 
     answer: Literal["letter", "name"] = "letter"
     max_state_tokens: int = Field(default=512, ge=8)
+    prior_correction: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
+    """Per question type, how much of the question's answer about content-free states is subtracted
+    from its logits (``z − λ·z_prior``); absent or 0: none."""
     calibration: Calibration = Field(default_factory=Calibration)
+
+    @field_validator("prior_correction")
+    @classmethod
+    def _correction_in_range(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: w for k, w in value.items() if not 0.0 <= w <= 1.0}
+        if bad:
+            raise ValueError(f"prior_correction must lie in [0, 1], got {bad}")
+        return value
 
 
 def settings_path(reference: str | Path) -> Path:

@@ -29,7 +29,12 @@ from clef_agents import wire
 from clef_agents.train import datasets
 from clef_agents.train.metrics import auroc, expected_calibration_error
 from clef_agents.train.reader import typed_items
-from clef_agents.train.reader_data import one_question_record, raw_rows, reader_records
+from clef_agents.train.reader_data import (
+    READER_SETS,
+    one_question_record,
+    raw_rows,
+    reader_records,
+)
 from clef_agents.train.split import READER_PROBE
 
 ASSEBENCH_WORDINGS = (
@@ -84,6 +89,21 @@ def probe_items(rows_per_set: int = 60, seed: int = 0) -> list[ProbeItem]:
             for (state, question, gold), record in zip(typed_items(records), records)]
 
 
+def wide_probe_items(rows_per_set: int = 20, seed: int = 0) -> list[ProbeItem]:
+    """The reader recipe's questions (yes/no, choice, score) on every trainable set it reads, train rows:
+    a probe for a model taught none of them, such as a local instruct LM. The benchmark's held-out sets
+    are never among them (``reader_records`` refuses them).
+
+    Example:
+        >>> {type(q).__name__ for _, q, _, _ in wide_probe_items(rows_per_set=5)}  # doctest: +SKIP
+        {'Noul', 'Choice', 'Score'}
+    """
+    sets = sorted(set(READER_SETS) | set(READER_PROBE))
+    records = reader_records("train", per_set=rows_per_set, seed=seed, sets=sets, version=2)
+    return [(state, question, gold, {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]})
+            for (state, question, gold), record in zip(typed_items(records), records)]
+
+
 def probe_half(item: ProbeItem) -> int:
     """0 or 1 by a hash of the state: the halves on which a calibration is fitted and then checked."""
     return int(hashlib.sha256(item[0].encode()).hexdigest()[:8], 16) % 2
@@ -99,10 +119,11 @@ def _balanced(rows: list[dict[str, Any]], limit: int, rng: random.Random) -> lis
     return picked
 
 
-def probe_report(items: Sequence[ProbeItem], probabilities: Sequence[Sequence[float]]) -> dict[str, Any]:
+def probe_report(items: Sequence[ProbeItem], probabilities: Sequence[Sequence[float]],
+                 min_group: int = MIN_GROUP) -> dict[str, Any]:
     """Per probe set: yes/no AUROC, NLL and ECE of p(yes); choice accuracy, NLL and ECE of the top option.
     ``summary.criterion`` (the mean of the mean yes/no AUROC and the mean choice accuracy over sets with
-    at least ``MIN_GROUP`` items of the type) is what a checkpoint is chosen by.
+    at least ``min_group`` items of the type) is what a checkpoint is chosen by.
 
     Example:
         >>> q = wire.Noul(instructions="Spam?")
@@ -120,8 +141,8 @@ def probe_report(items: Sequence[ProbeItem], probabilities: Sequence[Sequence[fl
     for (dataset, kind), pairs in sorted(groups.items()):
         sets.setdefault(dataset, {})[kind] = _group_metrics(kind, pairs)
     nouls = [m["noul"]["auroc"] for m in sets.values()
-             if "noul" in m and m["noul"]["n"] >= MIN_GROUP and not math.isnan(m["noul"]["auroc"])]
-    choices = [m["choice"]["accuracy"] for m in sets.values() if "choice" in m and m["choice"]["n"] >= MIN_GROUP]
+             if "noul" in m and m["noul"]["n"] >= min_group and not math.isnan(m["noul"]["auroc"])]
+    choices = [m["choice"]["accuracy"] for m in sets.values() if "choice" in m and m["choice"]["n"] >= min_group]
     means = [float(np.mean(v)) for v in (nouls, choices) if v]
     eces = [g[kind]["ece"] for g in sets.values() for kind in g]
     nlls = [g[kind]["nll"] for g in sets.values() for kind in g]
