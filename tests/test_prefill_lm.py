@@ -130,13 +130,16 @@ def test_the_prior_correction_is_checked(lm):
 
 def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
     lm = PrefillLM(*load_causal_lm(folder), calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
-                   answer="name", max_state_tokens=64, prior_correction={"choice": 0.75})
+                   answer="name", max_state_tokens=64, prior_correction={"choice": 0.75}, system_prompt="judge the text")
     assert lm.save_settings(folder).name == SETTINGS_FILE
     try:
         loaded = PrefillLM.load(folder)
         assert (loaded.calibration.noul_a, loaded.calibration.noul_b, loaded.calibration.choice_temperature) == (0.3, -0.1, 1.7)
         assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
         assert loaded.prior_correction == {"choice": 0.75}
+        assert loaded.system_prompt == "judge the text"
+        assert loaded.state_ids(STATE)[0][:3] == loaded.tokenizer.encode("judge the text", add_special_tokens=False)
+        assert PrefillLM(lm.model, lm.tokenizer).state_ids(STATE)[0] == lm.tokenizer.encode(STATE, add_special_tokens=False)
         assert PrefillLM.load(folder, answer="letter").answer == "letter"
     finally:
         (folder / SETTINGS_FILE).unlink()

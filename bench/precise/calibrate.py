@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     items = (wide_probe_items if args.probe == "wide" else probe_items)(rows_per_set=args.rows_per_set)
-    lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer, prior_correction={})
+    overrides = {"system_prompt": args.system_prompt} if args.system_prompt is not None else {}
+    lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer, prior_correction={}, **overrides)
     started = time.perf_counter()
     raw, priors = probe_logits(lm, items)
     seconds = time.perf_counter() - started
@@ -137,6 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "lm": args.lm,
         "answer": args.answer,
         "probe": args.probe,
+        "system_prompt": lm.system_prompt,
         "correction": weight,
         "by_correction": by_weight,
         "command": " ".join(["CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py", *sys.argv[1:]]),
@@ -167,7 +169,8 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"# Precise tier: calibration on the {result.get('probe', 'reader')} probe", "",
         (f"Command: `{result['command']}` — {result['items']} probe items, {result['seconds']} s to read them; "
-         f"options answered by {result['answer']}."), "",
+         f"options answered by {result['answer']}; system prompt: "
+         f"{repr(result['system_prompt']) if result.get('system_prompt') else 'the chat template default'}."), "",
     ]
     if "by_correction" in result:
         lines += ["Prior correction (rule 1: per question type, the highest criterion, uncalibrated, on the whole probe):", "",
@@ -214,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="reader: the question reader's probe; wide: the reader recipe on every trainable set (default wide)")
     parser.add_argument("--corrections", type=_weights, default=[0.0],
                         help="prior correction weights to choose from per question type, comma-separated in [0, 1] (default 0)")
+    parser.add_argument("--system-prompt", default=None,
+                        help="the chat template's system message (default: the one in the LM's settings, else the template's own)")
     parser.add_argument("--save-logits", type=Path, default=None, help="also save the raw and prior logits (torch.save) here")
     parser.add_argument("--write", action="store_true",
                         help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe")

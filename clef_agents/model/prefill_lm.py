@@ -54,6 +54,7 @@ from clef_agents.model.encoder import Truncation
 from clef_agents.model.lru import LruCache
 from clef_agents.model.reader import (
     CONTENT_FREE_STATES,
+    check_prior_correction,
     question_text,
     reader_option_texts,
     truncate_ids,
@@ -227,7 +228,7 @@ class PrefillLM:
     def __init__(self, model: Any, tokenizer: Any, *, max_state_tokens: int = 512, tail_fraction: float = 0.6,
                  calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
                  name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
-                 prior_cache_size: int = 256):
+                 prior_cache_size: int = 256, system_prompt: str | None = None):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -245,6 +246,7 @@ class PrefillLM:
         self.question_chunk = question_chunk
         self.prior_correction = LMSettings(prior_correction=prior_correction or {}).prior_correction
         self.prior_cache_size = prior_cache_size
+        self.system_prompt = system_prompt
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
         self._yes = self._first_tokens(YES_WORDS)
@@ -269,16 +271,19 @@ class PrefillLM:
         if saved.exists():
             stored = LMSettings.model_validate_json(saved.read_text())
             settings = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
-                        "prior_correction": stored.prior_correction, **settings}
+                        "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt, **settings}
         return cls(model, tokenizer, **settings)
 
     def _template_parts(self) -> tuple[str, str]:
+        """The prompt's text before the state and after the question: the chat template's, with the system
+        prompt (or, without a template, the system prompt as the first paragraph and an "Answer:" cue)."""
         if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": MARK}], tokenize=False,
+            system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+            text = self.tokenizer.apply_chat_template([*system, {"role": "user", "content": MARK}], tokenize=False,
                                                       add_generation_prompt=True)
             head, _, tail = text.partition(MARK)
             return head, tail
-        return "", "\nAnswer:"
+        return (f"{self.system_prompt}\n\n" if self.system_prompt else ""), "\nAnswer:"
 
     def _first_tokens(self, words: Sequence[str]) -> list[int]:
         ids = {self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words if self.tokenizer.encode(w, add_special_tokens=False)}
@@ -472,7 +477,7 @@ class PrefillLM:
     def settings(self) -> LMSettings:
         """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
         return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
-                          prior_correction=self.prior_correction)
+                          prior_correction=self.prior_correction, system_prompt=self.system_prompt)
 
     def save_settings(self, path: str | Path) -> Path:
         """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in); ``load`` reads it back."""
@@ -493,15 +498,14 @@ class LMSettings(BaseModel):
     prior_correction: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
     """Per question type, how much of the question's answer about content-free states is subtracted
     from its logits (``z − λ·z_prior``); absent or 0: none."""
+    system_prompt: str | None = None
+    """The chat template's system message; None keeps the template's default."""
     calibration: Calibration = Field(default_factory=Calibration)
 
     @field_validator("prior_correction")
     @classmethod
     def _correction_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = {k: w for k, w in value.items() if not 0.0 <= w <= 1.0}
-        if bad:
-            raise ValueError(f"prior_correction must lie in [0, 1], got {bad}")
-        return value
+        return check_prior_correction(value)
 
 
 def settings_path(reference: str | Path) -> Path:

@@ -84,10 +84,20 @@ class ReaderConfig(BaseModel):
     @field_validator("prior_correction")
     @classmethod
     def _correction_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = {k: w for k, w in value.items() if not 0.0 <= w <= 1.0}
-        if bad:
-            raise ValueError(f"prior_correction must lie in [0, 1], got {bad}")
-        return value
+        return check_prior_correction(value)
+
+
+def check_prior_correction(weights: dict[str, float]) -> dict[str, float]:
+    """``weights`` (question type → prior correction weight) when every weight lies in [0, 1].
+
+    Example:
+        >>> check_prior_correction({"choice": 0.5})
+        {'choice': 0.5}
+    """
+    bad = {k: w for k, w in weights.items() if not 0.0 <= w <= 1.0}
+    if bad:
+        raise ValueError(f"prior_correction must lie in [0, 1], got {bad}")
+    return weights
 
 
 @dataclass(frozen=True)
