@@ -278,8 +278,8 @@ def ceiling_lines() -> list[str]:
 
 
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
-GENERAL_LM = ROOT / "bench" / "general" / "results_precise" / "results.json"
-LM_PROBE = ROOT / "bench" / "precise" / "calibration_name.json"
+GENERAL_LM = ROOT / "bench" / "general" / "results_precise_v2" / "results.json"
+LM_PROBE = ROOT / "bench" / "precise" / "calibration_name_wide.json"
 
 
 def _steps(run: dict) -> str:
@@ -419,14 +419,16 @@ def lm_tier_lines() -> list[str]:
     if probe is not None:
         cal = probe["calibration"]
         summary = probe["uncalibrated"]["summary"]
+        correction = ", ".join(f"{kind} {weight:g}" for kind, weight in sorted((probe.get("correction") or {}).items()))
         lines.append(
-            f"Its settings were chosen on the reader's probe ({probe['items']} items; options answered by {probe['answer']}:"
+            f"Its settings were chosen on the {probe.get('probe', 'reader')} probe ({probe['items']} items on trainable sets;"
+            f" options answered by {probe['answer']}; prior correction {correction or 'none'}:"
             f" yes/no AUROC {num(summary['noul_auroc'])}, choice accuracy {pct(summary['choice_accuracy'])}) and calibrated there"
-            f" (Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.2f}) —"
-            " `bench/precise/calibrate.py`, bench/precise/README.md.")
+            f" (Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.2f},"
+            f" score temperature {cal['score_temperature']:.2f}) — `bench/precise/calibrate.py`, bench/precise/README.md.")
     lines += [
         (f"The same benchmark, {meta['n_per_task']} rows a task, every task but banking77_bare — `{meta['command']}`"
-         f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; `bench/general/results_precise/results.md`):"),
+         f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; `{GENERAL_LM.parent.relative_to(ROOT).as_posix()}/results.md`):"),
         "",
         *summary_table(methods),
         "",
