@@ -8,6 +8,9 @@ measured in the same run, interleaved, on the same state as bench/latency/run.py
   forward over the whole prompt (state and question) per yes/no or lettered question, and per option
   when options are answered by name. Run only where the request has at most ``--naive-max-passes`` passes.
 
+Both baselines run the transformer without its output layer, so they are floors: the tier itself applies
+the output layer at the positions it reads.
+
 The priors of the prior correction are read in the warm-up calls and kept in the LM's LRU, as they are
 in use. Cases: bench/latency/run.py's, but (e), which is taught to ``mini`` and means nothing here.
 
@@ -56,12 +59,13 @@ def naive_rows(lm: Any, questions: dict[str, Any]) -> list[list[int]]:
 
 
 def forward(lm: Any, rows: list[list[int]]) -> None:
-    """One uncached forward per row."""
+    """One uncached forward of the LM's transformer per row, without the output layer (which the tier
+    applies only where it reads an answer; over every position it would add a vocabulary-wide matmul)."""
     import torch
 
     with torch.inference_mode():
         for row in rows:
-            lm.model(input_ids=torch.tensor([row], device=lm.device), use_cache=False)
+            lm.model.base_model(input_ids=torch.tensor([row], device=lm.device), use_cache=False)
 
 
 def time_case(model: Any, questions: dict[str, Any], reps: int, warmup: int, naive_max: int) -> dict[str, Any]:
