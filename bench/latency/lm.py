@@ -116,8 +116,9 @@ def render(result: dict[str, Any]) -> str:
         f"Command: `{result['command']}`  ",
         (f"{result['machine']}; torch threads {result['torch_threads']}; weights {result['dtype']}; options answered by "
          f"{result['answer']}; prior correction {result['prior_correction'] or 'none'}; {result['reps']} interleaved reps per "
-         f"case after {result['warmup']} warm-up calls. *Bare*: the LM's forward over one row of the request's tokens read; "
-         "*one pass per answer*: an uncached forward over the whole prompt per question (per option when answered by name)."), "",
+         f"case after {result['warmup']} warm-up calls. *Bare*: the LM's transformer (no output layer) over one row of the "
+         "request's tokens read; *one pass per answer*: an uncached transformer forward over the whole prompt per question "
+         "(per option when answered by name). Both are floors: the tier also applies the output layer where it reads an answer."), "",
         "| case | questions | options | tokens read | LM tier p50 ms | p95 ms | bare p50 ms | p50 ÷ bare | one pass per answer: passes, tokens | p50 ms | ÷ LM tier |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
