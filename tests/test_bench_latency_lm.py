@@ -26,7 +26,7 @@ def test_the_lm_latency_bench_times_the_tier_beside_its_floors(tmp_path):
     assert set(result["cases"]) == {"a_one_noul", "f_choice_2"}
     for case in result["cases"].values():
         assert 0 < case["bare_tokens"] <= case["tokens_read"]
-        assert case["model"]["n"] == case["bare"]["n"] == case["naive"]["n"] == 2
+        assert case["model"]["n"] == case["model_state_cached"]["n"] == case["bare"]["n"] == case["naive"]["n"] == 2
         assert case["naive_passes"] >= 1 and case["p50_over_bare"] > 0
     assert result["targets"]["g_over_f"] is None
     assert "not run" in (out / "lm_lm.md").read_text()

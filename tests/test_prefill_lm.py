@@ -82,6 +82,9 @@ def test_a_state_is_read_once_and_its_prefix_kept_up_to_the_cache_size(folder):
     lm.logits("refund money", QUESTIONS[:1])
     lm.logits("spam win prize", QUESTIONS[:1])
     assert lm.cached_prefixes() == 2
+    lm.forget_states()
+    assert lm.cached_prefixes() == 0
+    torch.testing.assert_close(lm.logits(STATE, QUESTIONS[:1])[0][0], first)
 
 
 def test_probabilities_follow_the_calibration(lm):

@@ -298,6 +298,15 @@ class PrefillLM:
         """How many states' prefix caches are kept now (at most ``prefix_cache_size``)."""
         return len(self._prefixes.keys())
 
+    def forget_states(self) -> None:
+        """Drop every state's prefix cache (the question priors are kept): the next request reads its state anew.
+
+        Example:
+            >>> lm.forget_states(); lm.cached_prefixes()  # doctest: +SKIP
+            0
+        """
+        self._prefixes.clear()
+
     # ------------------------------------------------------------------ reading
 
     def state_ids(self, state: str) -> tuple[list[int], Truncation]:
