@@ -37,7 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bench.baselines.metrics import latency_summary
-from bench.latency.run import STATE, build_cases
+from bench.latency.run import STATE, build_cases, case_builders
 
 OUT_DIR = Path(__file__).resolve().parent
 SKIPPED_CASES = ("e_taught_choice_77",)
@@ -179,10 +179,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated case names to run (default: all of bench/latency/run.py's but e)")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
-    chosen = set(args.cases.split(",")) if args.cases else set(build_cases()) - set(SKIPPED_CASES)
-    unknown = chosen - set(build_cases())
+    known = list(case_builders())
+    chosen = set(args.cases.split(",")) if args.cases else set(known) - set(SKIPPED_CASES)
+    unknown = chosen - set(known)
     if unknown:
-        parser.error(f"unknown case(s) {sorted(unknown)}; known: {', '.join(build_cases())}")
+        parser.error(f"unknown case(s) {sorted(unknown)}; known: {', '.join(known)}")
     import torch
 
     from clef_agents.model.prefill_lm import PrefillLMDecisionModel
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     model = PrefillLMDecisionModel.load(args.lm)
     cases = {name: time_case(model, questions, args.reps, args.warmup, args.naive_max_passes)
-             for name, questions in build_cases().items() if name in chosen}
+             for name, questions in build_cases(chosen).items()}
     settings = model.lm.settings()
     result = {
         "command": "nice -n 10 .venv/bin/python bench/latency/lm.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),

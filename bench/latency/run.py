@@ -22,6 +22,7 @@ import platform
 import sys
 import time
 import warnings
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.baselines.metrics import latency_summary  # noqa: E402
+from bench.baselines.metrics import latency_summary
 
 OUT_DIR = Path(__file__).resolve().parent
 STATE = (
@@ -59,8 +60,23 @@ def banking_options() -> dict[str, str]:
     return dict(load_records("banking77", "test", limit=1)[0]["questions"]["intent"]["criteria"])
 
 
-def build_cases() -> dict[str, dict[str, Any]]:
-    """The four request schemas of issue 2 and a taught question, keyed by case name."""
+def build_cases(names: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The four request schemas of issue 2 and a taught question, keyed by case name: all of them, or
+    only ``names`` (only (c) and (e) read the shared data folder).
+
+    Example:
+        >>> list(build_cases(["a_one_noul"]))
+        ['a_one_noul']
+    """
+    builders = case_builders()
+    unknown = set(names or ()) - set(builders)
+    if unknown:
+        raise ValueError(f"unknown case(s) {sorted(unknown)}; known: {', '.join(builders)}")
+    return {name: build() for name, build in builders.items() if names is None or name in names}
+
+
+def case_builders() -> dict[str, Callable[[], dict[str, Any]]]:
+    """Per case name, a function that builds its questions."""
     from clef_agents.train.datasets import canonical_question
 
     noul = {"type": "noul", "instructions": "Does the customer report fraud on their card?"}
@@ -85,16 +101,16 @@ def build_cases() -> dict[str, dict[str, Any]]:
         for i in range(8)
     }
     return {
-        "a_one_noul": {"noul": noul},
-        "b_three_mixed": mixed,
-        "c_choice_77": {"intent": {"type": "choice", "instructions": "Which banking request is this?",
-                                   "criteria": banking_options()}},
-        "d_8q_x_10opt": many,
-        "e_taught_choice_77": {"intent": canonical_question("banking77")},
-        "f_choice_2": {"team": {"type": "choice", "instructions": "Which team should handle this?",
-                                "criteria": {"cards": None, "payments": None}}},
-        "g_choice_255": {"topic": {"type": "choice", "instructions": "Which topic is this message about?",
-                                   "criteria": {f"topic {i}": None for i in range(255)}}},
+        "a_one_noul": lambda: {"noul": noul},
+        "b_three_mixed": lambda: mixed,
+        "c_choice_77": lambda: {"intent": {"type": "choice", "instructions": "Which banking request is this?",
+                                           "criteria": banking_options()}},
+        "d_8q_x_10opt": lambda: many,
+        "e_taught_choice_77": lambda: {"intent": canonical_question("banking77")},
+        "f_choice_2": lambda: {"team": {"type": "choice", "instructions": "Which team should handle this?",
+                                        "criteria": {"cards": None, "payments": None}}},
+        "g_choice_255": lambda: {"topic": {"type": "choice", "instructions": "Which topic is this message about?",
+                                           "criteria": {f"topic {i}": None for i in range(255)}}},
     }
 
 
@@ -228,8 +244,8 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
         "# Decision-model latency (issue 2)",
         "",
         f"Command: `{result['command']}`  ",
-        f"Model: {result['model']}; {result['machine']}; torch threads {result['torch_threads']}; "
-        f"{result['reps']} interleaved reps per case after {result['warmup']} warm-up calls.",
+        (f"Model: {result['model']}; {result['machine']}; torch threads {result['torch_threads']}; "
+        f"{result['reps']} interleaved reps per case after {result['warmup']} warm-up calls."),
         "",
         "| case | questions | options | passes | tokens read | model p50 ms | model p95 ms | bare p50 ms | bare p95 ms | p50 ÷ bare | p95 ÷ bare |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -242,9 +258,9 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     t, k = result["throughput"], result["targets"]
     lines += [
         "",
-        f"Throughput (case b schema, {t['batch_size']} distinct states, best of {t['rounds']}): "
+        (f"Throughput (case b schema, {t['batch_size']} distinct states, best of {t['rounds']}): "
         f"{t['single_requests_per_s']:.1f} req/s one by one, {t['batched_requests_per_s']:.1f} req/s batched "
-        f"→ {t['speedup']:.2f}×.",
+        f"→ {t['speedup']:.2f}×."),
         "",
         "| target | measured | met |",
         "|---|---:|:-:|",
