@@ -147,14 +147,11 @@ def render(result: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, c in result["cases"].items():
-        naive = c.get("naive")
+        naive = (f"{c['naive']['p50_ms']:.0f} | {c['naive_over_model_p50']:.1f}×" if "naive" in c else "not run | –")
         lines.append(
             f"| {name} | {c['n_questions']} | {c['n_options']} | {c['tokens_read']} | {c['model']['p50_ms']:.0f} | "
             f"{c['model']['p95_ms']:.0f} | {c['model_state_cached']['p50_ms']:.0f} | {c['bare']['p50_ms']:.0f} | {c['p50_over_bare']:.2f} | "
-            f"{c['naive_passes']}, {c['naive_tokens']} | {naive['p50_ms']:.0f} | {c['naive_over_model_p50']:.1f}× |" if naive else
-            f"| {name} | {c['n_questions']} | {c['n_options']} | {c['tokens_read']} | {c['model']['p50_ms']:.0f} | "
-            f"{c['model']['p95_ms']:.0f} | {c['model_state_cached']['p50_ms']:.0f} | {c['bare']['p50_ms']:.0f} | {c['p50_over_bare']:.2f} | "
-            f"{c['naive_passes']}, {c['naive_tokens']} | not run | – |")
+            f"{c['naive_passes']}, {c['naive_tokens']} | {naive} |")
     t = result["targets"]
     lines += [
         "", "| target (issue 24's, applied to this tier) | measured | met |", "|---|---:|:-:|",
@@ -179,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated case names to run (default: all of bench/latency/run.py's but e)")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
-    known = list(case_builders())
-    chosen = set(args.cases.split(",")) if args.cases else set(known) - set(SKIPPED_CASES)
-    unknown = chosen - set(known)
-    if unknown:
-        parser.error(f"unknown case(s) {sorted(unknown)}; known: {', '.join(known)}")
+    chosen = set(args.cases.split(",")) if args.cases else set(case_builders()) - set(SKIPPED_CASES)
+    try:
+        requests = build_cases(chosen)
+    except ValueError as error:
+        parser.error(str(error))
     import torch
 
     from clef_agents.model.prefill_lm import PrefillLMDecisionModel
@@ -191,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     model = PrefillLMDecisionModel.load(args.lm)
     cases = {name: time_case(model, questions, args.reps, args.warmup, args.naive_max_passes)
-             for name, questions in build_cases(chosen).items()}
+             for name, questions in requests.items()}
     settings = model.lm.settings()
     result = {
         "command": "nice -n 10 .venv/bin/python bench/latency/lm.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
