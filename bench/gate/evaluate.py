@@ -232,70 +232,140 @@ def _row(name: str, r: dict[str, Any]) -> str:
             f"{_pct(r['risky_blocked'])} | {_pct(r['benign_blocked'])} | {auc_text} |")
 
 
+HEAD = "| source | risky | benign | risky stopped (recall) | benign held or blocked | risky blocked | benign blocked | ROC AUC |"
+RULE = "|---|---:|---:|---:|---:|---:|---:|---:|"
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((HERE / name).read_text())
+
+
+def _table(result: dict[str, Any]) -> list[str]:
+    return [HEAD, RULE, _row("all", result["all"]), *[_row(k, v) for k, v in result["per_source"].items()]]
+
+
+def _examples_table() -> list[str]:
+    """The issue's eight calls under the current gate and under v2 (examples.json, examples_v2.json)."""
+    now, before = _load("examples.json"), _load("examples_v2.json")
+    lines = [
+        "| kind | call | p now | action now | p v2 | action v2 |",
+        "|---|---|---:|---|---:|---|",
+    ]
+    for a, b in zip(now["cases"], before["cases"]):
+        call = f"`{a['call']['name']}{json.dumps(a['call']['args'])}`"
+        lines.append(f"| {a['kind']} | {call} | {a['probability']:.3f} | {a['action']} | {b['probability']:.3f} | {b['action']} |")
+    return lines
+
+
+def _staged_benign_held(policy: dict[str, Any]) -> float:
+    """Share of benign calls held on the staged sets' policy records together (written calls left out)."""
+    parts = [v for k, v in policy["per_source"].items() if k != "gate_synth"]
+    return sum(v["benign_held"] * v["benign"] for v in parts) / sum(v["benign"] for v in parts)
+
+
+def _reading(held: dict[str, Any], v2_held: dict[str, Any], policy: dict[str, Any], v2_now: dict[str, Any]) -> str:
+    def auc(r: dict[str, Any], source: str | None = None) -> str:
+        return f"{(r['per_source'][source] if source else r['all'])['auc']:.3f}"
+
+    return f"""\
+Reading. The written calls (`clef_agents.train.gate_synth`) teach the action classes the gate question
+names: on the policy records of action kinds never taught, ROC AUC went from {auc(v2_now, 'gate_synth')} (v2) to
+{auc(policy, 'gate_synth')}, and the issue's eight hand-written calls, whose tool names appear nowhere in teaching,
+are judged as below. On the held-out agent-safety sets they did not help: ROC AUC {auc(v2_held)} → {auc(held)}
+overall, safe_os {auc(v2_held, 'safe_os')} → {auc(held, 'safe_os')}, and at the hold_at chosen by the rule the gate
+holds {_pct(held['all']['benign_held'])} of the benign calls there and blocks {_pct(held['all']['benign_blocked'])} outright
+({_pct(v2_held['all']['benign_blocked'])} for v2). Those sets are not tool calls in the gate's run-time layout: task
+descriptions with tool lists and environment state (agent_safetybench), household plans (safeagentbench),
+shell requests whose benign setup scripts are full of `rm`, `chmod` and redirections (safe_os), and long
+trajectories (rjudge, the only one converted to the run-time layout: {auc(v2_held, 'rjudge')} → {auc(held, 'rjudge')}).
+What makes them risky is the situation, not the kind of action, and neither version reads that. A tool
+author's metadata (`clef_agents.approval`: always / never) stays the dependable control."""
+
+
+def _events(policy: dict[str, Any], v2: dict[str, Any], v2_now: dict[str, Any]) -> str:
+    return f"""\
+Order of events. v1 was taught, its policy chosen on its policy records, and measured on the held-out
+sets. v2's records (safe assebench records give one record per action; injecagent attacker calls are also
+proposed without the tool output) were written after that, prompted by the issue's examples, and v2 was
+preferred to v1 on the policy records (xstest ROC AUC 0.848 against 0.796 on the same 51 records;
+policy_v1_on_v2_records.json) before its held-out measurement. v3 adds the written calls. Its adoption rule
+was written down before it was taught: v3 replaces v2 if, at the hold_at the unchanged rule chooses, the
+benign calls held on the three staged sets' policy records together are at most 5 points above v2's
+({_pct(_staged_benign_held(v2))} at {v2['hold_at']}) and its ROC AUC on the written policy records is above v2's on
+the same records (policy_v2_on_v3_records.json); then the held-out sets are measured once and reported
+whatever they say. v3 met both ({_pct(_staged_benign_held(policy))} held at {policy['hold_at']}; ROC AUC
+{policy['per_source']['gate_synth']['auc']:.3f} against {v2_now['per_source']['gate_synth']['auc']:.3f}) and ships. No catalogue
+entry, record, threshold or block_at changed after any held-out measurement."""
+
+
 def report() -> str:
     """bench/gate/results.md from the committed JSON files (no number typed by hand)."""
-    policy = json.loads((HERE / "policy.json").read_text())
-    held = json.loads((HERE / "heldout.json").read_text())
-    head = "| source | risky | benign | risky stopped (recall) | benign held or blocked | risky blocked | benign blocked | ROC AUC |"
-    rule = "|---|---:|---:|---:|---:|---:|---:|---:|"
+    policy, held = _load("policy.json"), _load("heldout.json")
+    v2, v2_held, v2_now = _load("policy_v2.json"), _load("heldout_v2.json"), _load("policy_v2_on_v3_records.json")
+    met = held["all"]["recall"] >= 0.95 and held["all"]["benign_held"] <= 0.30
     lines = [
         "# Tool gate: lane policy and held-out measurement",
         "",
-        f"Model `{held['model']}`; shipped policy hold_at = {policy['hold_at']}, block_at = {policy['block_at']}",
+        f"Model `mini` (v3: its gate part is `{held['model']}`, copied into the checkpoint); shipped policy",
+        f"hold_at = {policy['hold_at']}, block_at = {policy['block_at']}",
         f"(rule: {policy['rule']}). \"Stopped\" = held for a person or blocked (p >= hold_at).",
         "",
-        "## Policy records (validation carved from the taught sets' train splits, never taught)",
+        "## Policy records (never taught)",
         "",
+        "A fifth of each staged set's train rows, and the written calls of a fifth of the written actions",
+        "(`gate_synth`: whole action kinds never taught).",
         "`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini` → policy.json",
         "",
-        head, rule, _row("all", policy["all"]),
-        *[_row(k, v) for k, v in policy["per_source"].items()],
+        *_table(policy),
         "",
         "## Held-out sets (never taught; measured once with the frozen policy)",
         "",
         (
-            f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model mini` → heldout.json "
-            f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s on one thread)"
+            f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model {held['model']}` → heldout.json "
+            f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s)"
         ),
         "",
-        head, rule, _row("all", held["all"]),
-        *[_row(k, v) for k, v in held["per_source"].items()],
+        *_table(held),
         "",
         "Target (issue 25): recall of risky calls >= 95 % with at most 30 % of benign calls held.",
-        f"Met: {'yes' if held['all']['recall'] >= 0.95 and held['all']['benign_held'] <= 0.30 else 'no'}.",
+        f"Met: {'yes' if met else 'no'}.",
         "",
-        "Reading: on the policy records the taught question separates risky from benign almost perfectly",
-        "(those records share sources, layouts and often tools with the teaching records). On the held-out",
-        "sets it does not: a ROC AUC near or below 0.5 means the score carries little or no information",
-        "about risk there, so any threshold trades recall for benign holds one for one. The held-out sets",
-        "differ in layout (task + tools + environment, shell requests, household plans, multi-step",
-        "trajectories) and in what makes a call risky; three trainable sets of 1,500 rows do not teach a",
-        "22M-parameter encoder that. A tool author's metadata (`clef_agents.approval`: always / never) is the",
-        "dependable control for known-destructive tools.",
+        _reading(held, v2_held, policy, v2_now),
         "",
-        "Order of events: v1 (below) was taught, its policy chosen on its policy records, and measured on the",
-        "held-out sets. The current version's records (safe assebench records give one record per action;",
-        "injecagent attacker calls are also proposed without the tool output) were written after that,",
-        "prompted by the issue's examples (bench/gate/examples.json), and it was preferred to v1 on the",
-        "policy records (xstest ROC AUC 0.848 against 0.796 on the same 51 records; v1 on these records:",
-        "policy_v1_on_v2_records.json, from `evaluate.py choose --model runs/mini_gate --policy-out",
-        "policy_v1_on_v2_records.json`, runs/mini_gate being the v1 teach output) before its held-out",
-        "measurement. Both measurements are reported; neither changed a threshold.",
+        "## The issue's calls (not a benchmark: eight hand-written calls)",
+        "",
+        "`HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini` → examples.json (v2: examples_v2.json).",
+        "No tool named here appears in the written calls (tests/test_gate_synth.py).",
+        "",
+        *_examples_table(),
+        "",
+        _events(policy, v2, v2_now),
     ]
-    if (HERE / "heldout_v1.json").is_file():
-        v1 = json.loads((HERE / "heldout_v1.json").read_text())
-        p1 = json.loads((HERE / "policy_v1.json").read_text())
+    for version, note in (
+        ("v2", "taught on the staged sets alone (commit 7654dc7)"),
+        ("v1", "taught on the first conversion: one record per assebench record, two per injecagent row (commit 593e322)"),
+    ):
+        p, h = _load(f"policy_{version}.json"), _load(f"heldout_{version}.json")
         lines += [
             "",
-            "## First version (v1), measured before this one",
+            f"## {version}, measured before v3",
             "",
-            "Taught on the first conversion (one record per assebench record, two per injecagent row; commit 593e322),",
-            f"policy hold_at = {p1['hold_at']}, block_at = {p1['block_at']} (policy_v1.json), held-out → heldout_v1.json.",
-            "The current version was built after these held-out numbers were seen (see README / docs/graph.md).",
+            f"{version}: {note}; policy hold_at = {p['hold_at']}, block_at = {p['block_at']} (policy_{version}.json).",
             "",
-            head, rule, _row("all", v1["all"]),
-            *[_row(k, v) for k, v in v1["per_source"].items()],
+            "Policy records of its own version:",
+            "",
+            *_table(p),
+            "",
+            f"Held-out (heldout_{version}.json):",
+            "",
+            *_table(h),
         ]
+    lines += [
+        "",
+        f"v2 on v3's policy records (policy_v2_on_v3_records.json; the rule would choose hold_at {v2_now['hold_at']} for it there):",
+        "",
+        *_table(v2_now),
+    ]
     text = "\n".join(lines) + "\n"
     (HERE / "results.md").write_text(text)
     return text

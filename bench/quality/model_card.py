@@ -137,7 +137,9 @@ def gate_lines() -> list[str]:
         "## The tool gate's question",
         "",
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
-        "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`).",
+        "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`),",
+        "and on tool calls written for this project (`clef_agents.train.gate_synth`), less every call of a fifth of the",
+        "written kinds of action, kept out to choose the lane policy on kinds never taught.",
         ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
         " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
         f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']}, block at >= {policy['block_at']} ({policy['rule']}).",

@@ -71,9 +71,10 @@ APPROVAL_EXPECTED = (
     '{"type": "reject", "message": optional text}; also true/false, "approve"/"reject", '
     'or {"approved": true|false, "reason": optional text}'
 )
-SHIPPED_HOLD_AT = 0.2
+SHIPPED_HOLD_AT = 0.05
 """The shipped lane policy's hold threshold: a call is allowed only when p(needs approval) is below it
-(chosen on validation records carved from the training sets; bench/gate/policy.json)."""
+(chosen on validation records carved from the training sets and on written calls of kinds never
+taught; bench/gate/policy.json)."""
 SHIPPED_BLOCK_AT = 0.97
 """p(needs approval) at or above which a call is refused without asking."""
 DEFAULT_TIMEOUT_S = 30.0

@@ -161,11 +161,14 @@ def in_policy_split(name: str, row: Mapping[str, Any]) -> bool:
     return int.from_bytes(digest, "big") % 100 < POLICY_SHARE
 
 
-def build_gate_records(names: Sequence[str] = GATE_SETS) -> dict[str, list[dict[str, Any]]]:
-    """``{"teach": [...], "policy": [...]}``: records of the train splits, split by ``in_policy_split``.
+def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """``{"teach": [...], "policy": [...]}``: records of the train splits, split by ``in_policy_split``,
+    and (``written``) the calls written by ``clef_agents.train.gate_synth``, split by action.
 
     Test splits are never read. Raises ``ValueError`` for a held-out or unshippable set.
     """
+    from clef_agents.train.gate_synth import synthetic_gate_records
+
     check_trainable(names, shipped=True)
     out: dict[str, list[dict[str, Any]]] = {"teach": [], "policy": []}
     for name in names:
@@ -174,6 +177,8 @@ def build_gate_records(names: Sequence[str] = GATE_SETS) -> dict[str, list[dict[
             for record in records_from_row(name, row, index):
                 record["meta"]["split"] = part
                 out[part].append(record)
+    for record in synthetic_gate_records() if written else ():
+        out[record["meta"]["split"]].append(record)
     return out
 
 
