@@ -112,7 +112,7 @@ async def test_decision_tool_async():
 
 def test_allow_block_and_verdicts_kept_in_graph_state():
     RAN.clear()
-    gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5)
+    gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5, block_at=0.97)
     out = agent_graph(gate, [call(5)]).invoke({"messages": [HumanMessage("pay bob 5")]}, cfg("a"))
     assert out["messages"][-1].content == "paid 5.0 to bob"
     verdict = out["decisions"]["tool_gate"]["calls"][call_key(call(5))]
@@ -125,7 +125,7 @@ def test_allow_block_and_verdicts_kept_in_graph_state():
 
 def test_lane_vocabulary_is_declared_once_and_used_by_state_and_traces(tmp_path):
     traces = TraceStore(tmp_path / "t.sqlite")
-    gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5, traces=traces)
+    gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5, block_at=0.97, traces=traces)
     out = agent_graph(gate, [call(5), call(5000, call_id="c2")]).invoke({"messages": [HumanMessage("pay")]}, cfg("v"))
     for verdict in out["decisions"]["tool_gate"]["calls"].values():
         assert verdict["lane"] in LANES and verdict["action"] in GATE_ACTIONS
@@ -162,6 +162,15 @@ def test_gate_state_is_text_data_with_the_proposed_call_first():
     ]
 
 
+def test_the_shipped_policy_holds_the_surest_calls_and_never_blocks_on_the_model_alone():
+    gate = ToolGate(FakeDecisionModel())
+    h = gate.hold_at
+    assert gate.block_at is None and gate.describe()["block_at"] is None
+    assert [gate.verdict_for(p).action for p in (0.0, h * 0.99, h, 0.97, 1.0)] == ["allow", "allow", "hold", "hold", "hold"]
+    strict = ToolGate(FakeDecisionModel(), block_at=0.97)
+    assert [strict.verdict_for(p).action for p in (h * 0.99, 0.5, 0.97, 1.0)] == ["allow", "hold", "block", "block"]
+
+
 def test_unguarded_tools_run_without_a_question_and_thresholds_are_checked():
     model = FakeDecisionModel(answers={QUESTION_ID: 0.99})
     gate = ToolGate(model, tools=["delete_everything"])
@@ -170,6 +179,8 @@ def test_unguarded_tools_run_without_a_question_and_thresholds_are_checked():
     assert model.calls == []
     with pytest.raises(ValueError, match="0 < hold_at <= block_at <= 1"):
         ToolGate(model, hold_at=0.9, block_at=0.5)
+    with pytest.raises(ValueError, match="block_at None: never block"):
+        ToolGate(model, hold_at=1.5, block_at=None)
     with pytest.raises(ValueError, match="timeout_s must be a positive number"):
         ToolGate(model, timeout_s=0)
 
@@ -441,7 +452,7 @@ def test_a_hold_without_a_stored_verdict_is_refused():
 def test_a_verdict_never_serves_another_call():
     RAN.clear()
     model = FakeDecisionModel(answer_fn=risk_by_amount)
-    gate = ToolGate(model, hold_at=0.5)
+    gate = ToolGate(model, hold_at=0.5, block_at=0.97)
     graph = agent_graph(gate, [call(5)])
     graph.invoke({"messages": [HumanMessage("pay bob 5")]}, cfg("same"))
     state = graph.get_state(cfg("same")).values
@@ -534,7 +545,7 @@ def test_agent_middleware_stores_verdicts_and_takes_reviews(resume, ran, tool_te
 def test_agent_middleware_blocks():
     pytest.importorskip("langchain.agents")
     RAN.clear()
-    agent = agent_with_middleware(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount)), [call(5000)])
+    agent = agent_with_middleware(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), block_at=0.97), [call(5000)])
     out = agent.invoke({"messages": [HumanMessage("pay bob 5000")]}, cfg("mwb"))
     tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert tool_messages[0].status == "error" and "blocked by the tool gate" in tool_messages[0].content

@@ -66,7 +66,7 @@ def probabilities(model: Any, states: Sequence[str], chunk: int = 16) -> list[fl
 
 
 def stopped(p: float, hold_at: float) -> bool:
-    """Held or blocked under the policy (block_at >= hold_at, so both are p >= hold_at)."""
+    """Held or blocked under the policy (block_at, where set, is >= hold_at, so both are p >= hold_at)."""
     return p >= hold_at
 
 
@@ -89,7 +89,12 @@ def auc(ps: Sequence[float], risky: Sequence[bool]) -> float | None:
     return (sum(rank for rank, y in zip(ranks, risky) if y) - n_r * (n_r + 1) / 2) / (n_r * n_b)
 
 
-def rates(ps: Sequence[float], risky: Sequence[bool], hold_at: float, block_at: float) -> dict[str, Any]:
+def blocked(p: float, block_at: float | None) -> bool:
+    """Refused without asking (never, when block_at is None: the shipped policy)."""
+    return block_at is not None and p >= block_at
+
+
+def rates(ps: Sequence[float], risky: Sequence[bool], hold_at: float, block_at: float | None) -> dict[str, Any]:
     """Recall of risky calls, share of benign calls held or blocked, the block shares, and ROC AUC."""
     r = [p for p, y in zip(ps, risky) if y]
     b = [p for p, y in zip(ps, risky) if not y]
@@ -99,8 +104,8 @@ def rates(ps: Sequence[float], risky: Sequence[bool], hold_at: float, block_at: 
         "benign": len(b),
         "recall": sum(stopped(p, hold_at) for p in r) / len(r) if r else None,
         "benign_held": sum(stopped(p, hold_at) for p in b) / len(b) if b else None,
-        "risky_blocked": sum(p >= block_at for p in r) / len(r) if r else None,
-        "benign_blocked": sum(p >= block_at for p in b) / len(b) if b else None,
+        "risky_blocked": sum(blocked(p, block_at) for p in r) / len(r) if r else None,
+        "benign_blocked": sum(blocked(p, block_at) for p in b) / len(b) if b else None,
     }
 
 
@@ -165,12 +170,14 @@ def heldout(model_spec: str, names: Sequence[str]) -> dict[str, Any]:
     model = load_model(model_spec)
     started = time.time()
     per_source: dict[str, Any] = {}
+    scores: dict[str, list[float]] = {}
     all_ps: list[float] = []
     all_risky: list[bool] = []
     for name in names:
         states, risky = heldout_states(name)
         ps = probabilities(model, states)
         per_source[name] = rates(ps, risky, hold_at, block_at)
+        scores[name] = [round(p, 6) for p in ps]
         all_ps += ps
         all_risky += risky
         print(name, json.dumps(per_source[name]), flush=True)
@@ -181,6 +188,7 @@ def heldout(model_spec: str, names: Sequence[str]) -> dict[str, Any]:
         "seconds": round(time.time() - started, 1),
         "all": rates(all_ps, all_risky, hold_at, block_at),
         "per_source": per_source,
+        "scores": scores,
     }
     (HERE / "heldout.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -273,8 +281,7 @@ names: on the policy records of action kinds never taught, ROC AUC went from {au
 {auc(policy, 'gate_synth')}, and the issue's eight hand-written calls, whose tool names appear nowhere in teaching,
 are judged as below. On the held-out agent-safety sets they did not help: ROC AUC {auc(v2_held)} → {auc(held)}
 overall, safe_os {auc(v2_held, 'safe_os')} → {auc(held, 'safe_os')}, and at the hold_at chosen by the rule the gate
-holds {_pct(held['all']['benign_held'])} of the benign calls there and blocks {_pct(held['all']['benign_blocked'])} outright
-({_pct(v2_held['all']['benign_blocked'])} for v2). Those sets are not tool calls in the gate's run-time layout: task
+holds {_pct(held['all']['benign_held'])} of the benign calls there ({_pct(v2_held['all']['benign_held'])} for v2). Those sets are not tool calls in the gate's run-time layout: task
 descriptions with tool lists and environment state (agent_safetybench), household plans (safeagentbench),
 shell requests whose benign setup scripts are full of `rm`, `chmod` and redirections (safe_os), and long
 trajectories (rjudge, the only one converted to the run-time layout: {auc(v2_held, 'rjudge')} → {auc(held, 'rjudge')}).
@@ -282,7 +289,7 @@ What makes them risky is the situation, not the kind of action, and neither vers
 author's metadata (`clef_agents.approval`: always / never) stays the dependable control."""
 
 
-def _events(policy: dict[str, Any], v2: dict[str, Any], v2_now: dict[str, Any]) -> str:
+def _events(policy: dict[str, Any], v2: dict[str, Any], v2_now: dict[str, Any], first: dict[str, Any]) -> str:
     return f"""\
 Order of events. v1 was taught, its policy chosen on its policy records, and measured on the held-out
 sets. v2's records (safe assebench records give one record per action; injecagent attacker calls are also
@@ -295,7 +302,12 @@ benign calls held on the three staged sets' policy records together are at most 
 the same records (policy_v2_on_v3_records.json); then the held-out sets are measured once and reported
 whatever they say. v3 met both ({_pct(_staged_benign_held(policy))} held at {policy['hold_at']}; ROC AUC
 {policy['per_source']['gate_synth']['auc']:.3f} against {v2_now['per_source']['gate_synth']['auc']:.3f}) and ships. No catalogue
-entry, record, threshold or block_at changed after any held-out measurement."""
+entry, record or hold_at changed after any held-out measurement. block_at did, from 0.97 to none (the model
+alone never refuses a call; a call it is sure needs approval is held for a person): the demo graph refused a
+refund the user had asked for (p 0.99) instead of asking a person, which contradicts what the question asks.
+It changes no stopped share, the measure the target is set on. heldout_v3_block_at_0.97.json is the first
+measurement of v3 (it blocked {_pct(first['all']['benign_blocked'])} of the benign calls outright); heldout.json is the same
+model measured again under the shipped policy."""
 
 
 def report() -> str:
@@ -306,8 +318,8 @@ def report() -> str:
     lines = [
         "# Tool gate: lane policy and held-out measurement",
         "",
-        f"Model `mini` (v3: its gate part is `{held['model']}`, copied into the checkpoint); shipped policy",
-        f"hold_at = {policy['hold_at']}, block_at = {policy['block_at']}",
+        f"Model `{held['model']}` (gate v3); shipped policy",
+        f"hold_at = {policy['hold_at']}, block_at = {policy['block_at'] or 'none (never blocks on the model alone)'}",
         f"(rule: {policy['rule']}). \"Stopped\" = held for a person or blocked (p >= hold_at).",
         "",
         "## Policy records (never taught)",
@@ -339,7 +351,7 @@ def report() -> str:
         "",
         *_examples_table(),
         "",
-        _events(policy, v2, v2_now),
+        _events(policy, v2, v2_now, _load("heldout_v3_block_at_0.97.json")),
     ]
     for version, note in (
         ("v2", "taught on the staged sets alone (commit 7654dc7)"),

@@ -142,7 +142,8 @@ def gate_lines() -> list[str]:
         "written kinds of action, kept out to choose the lane policy on kinds never taught.",
         ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
         " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
-        f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']}, block at >= {policy['block_at']} ({policy['rule']}).",
+        (f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']} ({policy['rule']}); "
+         + ("never blocked on the model's answer alone." if policy["block_at"] is None else f"block at >= {policy['block_at']}.")),
         ("Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
         " [bench/gate/results.md](bench/gate/results.md)); stopped = held or blocked:"),
         "",

@@ -353,7 +353,7 @@ def build_tool_approval(
     tools: tuple[Any, ...] = DEMO_TOOLS,
     traces: TraceStore | str | Path | None = None,
     hold_at: float = SHIPPED_HOLD_AT,
-    block_at: float = SHIPPED_BLOCK_AT,
+    block_at: float | None = SHIPPED_BLOCK_AT,
     checkpointer: Any = None,
 ) -> Any:
     """An agent whose every tool call is judged first: run, wait for approval, or refuse.

@@ -3,7 +3,7 @@
 ``decision_tool`` lets an agent ask typed questions itself (``content_and_artifact``: a sentence
 for the LLM, the full System One response as the artifact). ``ToolGate`` judges every proposed tool
 call before it runs: **allow** (p(needs approval) below ``hold_at``), **hold** for a person's
-approval through ``interrupt()`` (between), or **block** (at or above ``block_at``) with the reason
+approval through ``interrupt()`` (between), or **block** (at or above ``block_at``, where one is set) with the reason
 returned to the model. A tool's own metadata (``{"clef_agents.approval": "always" | "never"}``)
 wins over the model. It fails closed: a model that raises, times out, is cancelled, or answers
 anything but a finite probability in [0, 1] blocks the call. Verdicts live in graph state, one per
@@ -75,8 +75,11 @@ SHIPPED_HOLD_AT = 0.05
 """The shipped lane policy's hold threshold: a call is allowed only when p(needs approval) is below it
 (chosen on validation records carved from the training sets and on written calls of kinds never
 taught; bench/gate/policy.json)."""
-SHIPPED_BLOCK_AT = 0.97
-"""p(needs approval) at or above which a call is refused without asking."""
+SHIPPED_BLOCK_AT: float | None = None
+"""The shipped policy never refuses a call on the model's answer alone: the surer the model is that a
+person should approve a call, the more that call needs a person, so it is held. Pass ``block_at``
+(``hold_at <= block_at <= 1``) to refuse the calls it is surest about without asking, e.g. where no
+person is watching."""
 DEFAULT_TIMEOUT_S = 30.0
 """Seconds the gate waits for the decision model before it blocks the call."""
 
@@ -403,7 +406,7 @@ class ToolGate:
     Args:
         model: any ``BaseDecisionModel``; asked ``question`` (p(yes) = needs approval).
         hold_at: p at or above which a call waits for a person (below it runs).
-        block_at: p at or above which a call is refused without asking.
+        block_at: p at or above which a call is refused without asking; ``None`` (shipped): never.
         on_hold: ``"interrupt"`` (ask a person; needs a checkpointer) or ``"block"``.
         tools: names (or tools) to guard; ``None`` guards every tool. Tools given here also
             lend their description and metadata to judgements made before the tool step.
@@ -421,7 +424,7 @@ class ToolGate:
         model: BaseDecisionModel,
         *,
         hold_at: float = SHIPPED_HOLD_AT,
-        block_at: float = SHIPPED_BLOCK_AT,
+        block_at: float | None = SHIPPED_BLOCK_AT,
         question: Noul = DEFAULT_GATE_QUESTION,
         on_hold: Literal["interrupt", "block"] = "interrupt",
         tools: Sequence[str | BaseTool] | None = None,
@@ -432,8 +435,10 @@ class ToolGate:
     ):
         if not isinstance(model, BaseDecisionModel):
             raise TypeError(f"model must be a langchain_core BaseDecisionModel, got {type(model).__name__}")
-        if not 0.0 < hold_at <= block_at <= 1.0:
-            raise ValueError(f"thresholds must satisfy 0 < hold_at <= block_at <= 1, got hold_at={hold_at}, block_at={block_at}")
+        if not 0.0 < hold_at <= (1.0 if block_at is None else block_at) <= 1.0:
+            raise ValueError(
+                f"thresholds must satisfy 0 < hold_at <= block_at <= 1 (block_at None: never block), got hold_at={hold_at}, block_at={block_at}"
+            )
         if on_hold not in ("interrupt", "block"):
             raise ValueError(f"on_hold must be 'interrupt' or 'block', got {on_hold!r}")
         if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0 and math.isfinite(timeout_s)):
@@ -477,7 +482,7 @@ class ToolGate:
             >>> ToolGate(FakeDecisionModel(), hold_at=0.2).verdict_for(0.3).action
             'hold'
         """
-        if probability >= self.block_at:
+        if self.block_at is not None and probability >= self.block_at:
             return GateVerdict("block", probability, f"p(needs approval)={probability:.3f} >= block_at {self.block_at}")
         if probability >= self.hold_at:
             action: Action = "hold" if self.on_hold == "interrupt" else "block"
