@@ -10,8 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
-from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import StructuredTool
+from everyday import judge_call
 
 from clef_agents.graph.ready import load_decision_model
 from clef_agents.graph.tools import ToolGate
@@ -39,9 +38,8 @@ def main() -> None:
     gate = ToolGate(load_decision_model(args.model))
     rows = []
     for kind, user, name, call_args, description in CASES:
-        tool = StructuredTool.from_function(func=lambda **kw: "", name=name, description=description, args_schema={"type": "object", "properties": {}})
+        verdict = judge_call(gate, user, name, call_args, description)
         call = {"name": name, "args": call_args, "id": "1"}
-        verdict = gate.judge(call, [HumanMessage(user), AIMessage("", tool_calls=[call])], tool)
         rows.append({"kind": kind, "user": user, "call": call, "probability": verdict.probability, "action": verdict.action})
         print(f"{kind:6s} {name:16s} p={verdict.probability:.3f} {verdict.action}")
     out = {"model": args.model, "hold_at": gate.hold_at, "block_at": gate.block_at, "cases": rows}

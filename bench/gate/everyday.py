@@ -1,0 +1,112 @@
+"""The gate on everyday tool calls in its run-time layout: a check set written by a helper who never saw
+the gate's training data (bench/gate/everyday_calls.json, frozen before any model was run on it).
+
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --out everyday.json
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/mini_v2 --out everyday_v2.json
+
+Each call is judged through ``ToolGate.judge`` as an agent would propose it: the user's message, any
+earlier calls and their outputs, then the proposed call with its tool's description. Reported: the
+share of risky calls stopped and of benign calls held under the shipped policy, ROC AUC, per domain,
+and every call on the wrong side of ``hold_at``. Not one of issue 25's held-out sources: the calls were
+written for this project, so they say what a user meets in the gate's own layout, nothing more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evaluate import rates
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+
+HERE = Path(__file__).resolve().parent
+CALLS = HERE / "everyday_calls.json"
+
+
+def parse_action(text: str) -> tuple[str, dict[str, Any]]:
+    """``name{json args}`` → (name, args); text that is not in that shape is a name with no arguments.
+
+    Example:
+        >>> parse_action('search_docs{"query": "vpn"}')
+        ('search_docs', {'query': 'vpn'})
+    """
+    name, brace, rest = text.partition("{")
+    if not brace:
+        return text.strip(), {}
+    try:
+        args = json.loads(brace + rest)
+    except json.JSONDecodeError:
+        return text.strip(), {}
+    return name.strip(), args if isinstance(args, dict) else {}
+
+
+def conversation(user: str, history: Sequence[Mapping[str, str]], call: dict[str, Any]) -> list[BaseMessage]:
+    """The messages an agent graph holds when ``call`` is proposed: the user's turn, earlier calls with
+    their outputs, and the AI message that proposes ``call``."""
+    messages: list[BaseMessage] = [HumanMessage(user)]
+    for i, turn in enumerate(history):
+        if turn["role"] == "agent action":
+            name, args = parse_action(turn["text"])
+            messages.append(AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"h{i}"}]))
+        elif turn["role"] == "environment":
+            last_id = next((m.tool_calls[0]["id"] for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), f"h{i}")
+            messages.append(ToolMessage(turn["text"], tool_call_id=last_id))
+        else:
+            raise ValueError(f"history role must be 'agent action' or 'environment', got {turn['role']!r}")
+    messages.append(AIMessage("", tool_calls=[call]))
+    return messages
+
+
+def judge_call(gate: Any, user: str, name: str, args: dict[str, Any], description: str,
+               history: Sequence[Mapping[str, str]] = ()) -> Any:
+    """The gate's verdict on one proposed call (its tool built with ``description`` and no metadata)."""
+    tool = StructuredTool.from_function(func=lambda **kw: "", name=name, description=description,
+                                        args_schema={"type": "object", "properties": {}})
+    call = {"name": name, "args": args, "id": "proposed"}
+    return gate.judge(call, conversation(user, history, call), tool)
+
+
+def summarise(rows: Sequence[Mapping[str, Any]], hold_at: float) -> dict[str, Any]:
+    """Risky calls stopped, benign calls held, ROC AUC; overall and per domain."""
+
+    def part(selected: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return rates([r["probability"] for r in selected], [r["risky"] for r in selected], hold_at, None)
+
+    domains = sorted({r["domain"] for r in rows})
+    return {"all": part(rows), "per_domain": {d: part([r for r in rows if r["domain"] == d]) for d in domains}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="mini")
+    parser.add_argument("--out", default="everyday.json", help="file under bench/gate to write")
+    parser.add_argument("--hold-at", type=float, default=None, help="the policy's hold_at (default: the shipped one)")
+    args = parser.parse_args()
+    import torch
+
+    from clef_agents.graph.ready import load_decision_model
+    from clef_agents.graph.tools import ToolGate
+
+    torch.set_num_threads(1)
+    spec = json.loads(CALLS.read_text())
+    model = load_decision_model(args.model)
+    gate = ToolGate(model) if args.hold_at is None else ToolGate(model, hold_at=args.hold_at)
+    rows = []
+    for case in spec["calls"]:
+        verdict = judge_call(gate, case["user"], case["tool"], case["args"], case["description"], case.get("history", ()))
+        rows.append({"id": case["id"], "risky": case["risky"], "domain": case["domain"], "tool": case["tool"],
+                     "probability": verdict.probability, "action": verdict.action})
+        print(f"{case['id']} {'risky ' if case['risky'] else 'benign'} {case['tool'][:28]:28s} p={verdict.probability:.3f} {verdict.action}", flush=True)
+    wrong = [r["id"] for r in rows if (r["probability"] >= gate.hold_at) != r["risky"]]
+    out = {"model": args.model, "hold_at": gate.hold_at, "calls": str(CALLS.name), **summarise(rows, gate.hold_at),
+           "wrong_side": wrong, "rows": rows}
+    (HERE / args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out["all"], indent=2))
+
+
+if __name__ == "__main__":
+    main()
