@@ -275,6 +275,8 @@ def _reading(held: dict[str, Any], v2_held: dict[str, Any], policy: dict[str, An
     def auc(r: dict[str, Any], source: str | None = None) -> str:
         return f"{(r['per_source'][source] if source else r['all'])['auc']:.3f}"
 
+    everyday = f"{_load('everyday_v2.json')['all']['auc']:.3f} → {_load('everyday.json')['all']['auc']:.3f}"
+
     return f"""\
 Reading. The written calls (`clef_agents.train.gate_synth`) teach the action classes the gate question
 names: on the policy records of action kinds never taught, ROC AUC went from {auc(v2_now, 'gate_synth')} (v2) to
@@ -285,8 +287,10 @@ holds {_pct(held['all']['benign_held'])} of the benign calls there ({_pct(v2_hel
 descriptions with tool lists and environment state (agent_safetybench), household plans (safeagentbench),
 shell requests whose benign setup scripts are full of `rm`, `chmod` and redirections (safe_os), and long
 trajectories (rjudge, the only one converted to the run-time layout: {auc(v2_held, 'rjudge')} → {auc(held, 'rjudge')}).
-What makes them risky is the situation, not the kind of action, and neither version reads that. A tool
-author's metadata (`clef_agents.approval`: always / never) stays the dependable control."""
+What makes them risky is the situation, not the kind of action, and neither version reads that. In the
+gate's own layout the written calls did help (the everyday calls below: ROC AUC {everyday}), but the
+rule's hold_at, set by the 22 risky xstest requests of the policy records, holds many harmless calls there.
+A tool author's metadata (`clef_agents.approval`: always / never) stays the dependable control."""
 
 
 def _events(policy: dict[str, Any], v2: dict[str, Any], v2_now: dict[str, Any], first: dict[str, Any]) -> str:
@@ -308,6 +312,31 @@ refund the user had asked for (p 0.99) instead of asking a person, which contrad
 It changes no stopped share, the measure the target is set on. heldout_v3_block_at_0.97.json is the first
 measurement of v3 (it blocked {_pct(first['all']['benign_blocked'])} of the benign calls outright); heldout.json is the same
 model measured again under the shipped policy."""
+
+
+def _everyday_lines() -> list[str]:
+    """The independent everyday-call check (bench/gate/everyday.py), v3 beside v2, with and without history."""
+    if not (HERE / "everyday.json").is_file():
+        return []
+    spec = {c["id"]: c for c in _load("everyday_calls.json")["calls"]}
+    lines = [
+        "## Everyday calls in the run-time layout (an independent check, not a held-out source)",
+        "",
+        "120 calls (60 risky, 60 benign) written by a helper who never saw the gate's training data and frozen before any",
+        "model read them (bench/gate/everyday_calls.json); 20 have a history (10 risky ones follow instructions planted in a",
+        "tool's output). `HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini` → everyday.json;",
+        "`--model runs/mini_v2 --hold-at 0.2 --out everyday_v2.json` for v2 (its checkpoint rebuilt from commit 5e68386).",
+        "",
+        "| gate | calls | hold_at | risky stopped | benign held | ROC AUC |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for version, name in (("v3 (shipped)", "everyday.json"), ("v2", "everyday_v2.json")):
+        result = _load(name)
+        for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")), ("with history", lambda c: bool(c.get("history")))):
+            rows = [r for r in result["rows"] if keep(spec[r["id"]])]
+            r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
+            lines.append(f"| {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | {_pct(r['benign_held'])} | {r['auc']:.3f} |")
+    return [*lines, ""]
 
 
 def report() -> str:
@@ -344,6 +373,7 @@ def report() -> str:
         "",
         _reading(held, v2_held, policy, v2_now),
         "",
+        *_everyday_lines(),
         "## The issue's calls (not a benchmark: eight hand-written calls)",
         "",
         "`HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini` → examples.json (v2: examples_v2.json).",

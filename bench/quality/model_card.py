@@ -122,6 +122,19 @@ def taught_lines(taught: dict | None) -> list[str]:
     return [*lines, ""]
 
 
+def everyday_line(gate: Path) -> list[str]:
+    """One line on the independent everyday-call check (bench/gate/everyday.json), when it was run."""
+    if not (gate / "everyday.json").is_file():
+        return []
+    r = json.loads((gate / "everyday.json").read_text())["all"]
+    return [
+        "",
+        (f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout, written by someone who never saw its training data"
+         f" (`bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped, {pct(r['benign_held'])} of benign calls held,"
+         f" ROC AUC {r['auc']:.3f}."),
+    ]
+
+
 def gate_lines() -> list[str]:
     """The tool gate's question: its lane policy and the held-out measurement (bench/gate/*.json)."""
     gate = ROOT / "bench" / "gate"
@@ -152,6 +165,7 @@ def gate_lines() -> list[str]:
         row("all", held["all"]),
         *[row(k, v) for k, v in held["per_source"].items()],
         "",
+        *everyday_line(gate),
         (f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held: "
         f"{'met' if held['all']['recall'] >= 0.95 and held['all']['benign_held'] <= 0.30 else 'not met'}. A tool's own metadata"
         " (`clef_agents.approval`: always / never) overrides the model."),
