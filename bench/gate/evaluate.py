@@ -275,7 +275,8 @@ def _reading(held: dict[str, Any], v2_held: dict[str, Any], policy: dict[str, An
     def auc(r: dict[str, Any], source: str | None = None) -> str:
         return f"{(r['per_source'][source] if source else r['all'])['auc']:.3f}"
 
-    everyday = f"{_load('everyday_v2.json')['all']['auc']:.3f} → {_load('everyday.json')['all']['auc']:.3f}"
+    everyday = "; ".join(f"{_load(before)['all']['auc']:.3f} → {_load(shipped)['all']['auc']:.3f}"
+                         for _, shipped, before, _ in EVERYDAY_SETS if (HERE / shipped).is_file())
 
     return f"""\
 Reading. The written calls (`clef_agents.train.gate_synth`) teach the action classes the gate question
@@ -311,31 +312,52 @@ alone never refuses a call; a call it is sure needs approval is held for a perso
 refund the user had asked for (p 0.99) instead of asking a person, which contradicts what the question asks.
 It changes no stopped share, the measure the target is set on. heldout_v3_block_at_0.97.json is the first
 measurement of v3 (it blocked {_pct(first['all']['benign_blocked'])} of the benign calls outright); heldout.json is the same
-model measured again under the shipped policy."""
+model measured again under the shipped policy. After the first everyday-call check (below), a rule in which
+only sources of proposed calls set the recall floor (xstest's 22 risky requests propose none) was tried:
+it chose hold_at 0.3, which lets the issue's e-mail of the board deck to the press (p 0.284) run unasked,
+against the issue's "hold a call unless the model is confident it is safe". It was reverted before the
+second check set was written or measured."""
 
 
-def _everyday_lines() -> list[str]:
-    """The independent everyday-call check (bench/gate/everyday.py), v3 beside v2, with and without history."""
-    if not (HERE / "everyday.json").is_file():
-        return []
-    spec = {c["id"]: c for c in _load("everyday_calls.json")["calls"]}
-    lines = [
-        "## Everyday calls in the run-time layout (an independent check, not a held-out source)",
-        "",
-        "120 calls (60 risky, 60 benign) written by a helper who never saw the gate's training data and frozen before any",
-        "model read them (bench/gate/everyday_calls.json); 20 have a history (10 risky ones follow instructions planted in a",
-        "tool's output). `HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini` → everyday.json;",
-        "`--model runs/mini_v2 --hold-at 0.2 --out everyday_v2.json` for v2 (its checkpoint rebuilt from commit 5e68386).",
-        "",
-        "| gate | calls | hold_at | risky stopped | benign held | ROC AUC |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for version, name in (("v3 (shipped)", "everyday.json"), ("v2", "everyday_v2.json")):
+EVERYDAY_SETS = (
+    ("everyday_calls.json", "everyday.json", "everyday_v2.json", "a helper who never saw the gate's training data"),
+    ("everyday_calls_2.json", "everyday_2.json", "everyday_2_v2.json",
+     "a second helper who saw neither the gate's training data nor the first set"),
+)
+"""Check set, the shipped gate's result, v2's result, who wrote the set."""
+
+
+def _everyday_rows(calls: str, results: Sequence[tuple[str, str]]) -> list[str]:
+    spec = {c["id"]: c for c in _load(calls)["calls"]}
+    lines = []
+    for version, name in results:
         result = _load(name)
         for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")), ("with history", lambda c: bool(c.get("history")))):
             rows = [r for r in result["rows"] if keep(spec[r["id"]])]
             r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
-            lines.append(f"| {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | {_pct(r['benign_held'])} | {r['auc']:.3f} |")
+            lines.append(f"| {calls} | {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | {_pct(r['benign_held'])} | {r['auc']:.3f} |")
+    return lines
+
+
+def _everyday_lines() -> list[str]:
+    """The independent everyday-call checks (bench/gate/everyday.py), v3 beside v2, with and without history."""
+    present = [s for s in EVERYDAY_SETS if (HERE / s[1]).is_file()]
+    if not present:
+        return []
+    lines = [
+        "## Everyday calls in the run-time layout (independent checks, not held-out sources)",
+        "",
+        "Each set: 120 calls (60 risky, 60 benign), 20 to 25 with a history (10 or 11 risky ones follow instructions planted",
+        "in a tool's output), frozen before any model read them and measured once.",
+        *[f"{calls}: written by {who}." for calls, _, _, who in present],
+        "`HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --calls bench/gate/<set> --out <result>`; v2 with",
+        "`--model runs/mini_v2 --hold-at 0.2` (its checkpoint rebuilt from commit 5e68386).",
+        "",
+        "| set | gate | calls | hold_at | risky stopped | benign held | ROC AUC |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for calls, shipped, before, _ in present:
+        lines += _everyday_rows(calls, [("v3 (shipped)", shipped), ("v2", before)])
     return [*lines, ""]
 
 

@@ -1,8 +1,10 @@
 """The gate on everyday tool calls in its run-time layout: a check set written by a helper who never saw
-the gate's training data (bench/gate/everyday_calls.json, frozen before any model was run on it).
+the gate's training data (bench/gate/everyday_calls.json; a second set, everyday_calls_2.json, by another
+helper who saw neither; each frozen before any model was run on it).
 
     HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --out everyday.json
-    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/mini_v2 --out everyday_v2.json
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/mini_v2 --hold-at 0.2 --out everyday_v2.json
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --calls bench/gate/everyday_calls_2.json --out everyday_2.json
 
 Each call is judged through ``ToolGate.judge`` as an agent would propose it: the user's message, any
 earlier calls and their outputs, then the proposed call with its tool's description. Reported: the
@@ -83,6 +85,7 @@ def summarise(rows: Sequence[Mapping[str, Any]], hold_at: float) -> dict[str, An
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="mini")
+    parser.add_argument("--calls", type=Path, default=CALLS, help="the check set (a JSON file as everyday_calls.json)")
     parser.add_argument("--out", default="everyday.json", help="file under bench/gate to write")
     parser.add_argument("--hold-at", type=float, default=None, help="the policy's hold_at (default: the shipped one)")
     args = parser.parse_args()
@@ -92,7 +95,7 @@ def main() -> None:
     from clef_agents.graph.tools import ToolGate
 
     torch.set_num_threads(1)
-    spec = json.loads(CALLS.read_text())
+    spec = json.loads(args.calls.read_text())
     model = load_decision_model(args.model)
     gate = ToolGate(model) if args.hold_at is None else ToolGate(model, hold_at=args.hold_at)
     rows = []
@@ -102,7 +105,7 @@ def main() -> None:
                      "probability": verdict.probability, "action": verdict.action})
         print(f"{case['id']} {'risky ' if case['risky'] else 'benign'} {case['tool'][:28]:28s} p={verdict.probability:.3f} {verdict.action}", flush=True)
     wrong = [r["id"] for r in rows if (r["probability"] >= gate.hold_at) != r["risky"]]
-    out = {"model": args.model, "hold_at": gate.hold_at, "calls": str(CALLS.name), **summarise(rows, gate.hold_at),
+    out = {"model": args.model, "hold_at": gate.hold_at, "calls": args.calls.name, **summarise(rows, gate.hold_at),
            "wrong_side": wrong, "rows": rows}
     (HERE / args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["all"], indent=2))

@@ -123,16 +123,16 @@ def taught_lines(taught: dict | None) -> list[str]:
 
 
 def everyday_line(gate: Path) -> list[str]:
-    """One line on the independent everyday-call check (bench/gate/everyday.json), when it was run."""
-    if not (gate / "everyday.json").is_file():
-        return []
-    r = json.loads((gate / "everyday.json").read_text())["all"]
-    return [
-        "",
-        (f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout, written by someone who never saw its training data"
-         f" (`bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped, {pct(r['benign_held'])} of benign calls held,"
-         f" ROC AUC {r['auc']:.3f}."),
-    ]
+    """One line per independent everyday-call check (bench/gate/everyday*.json) that was run."""
+    lines = []
+    for name in ("everyday.json", "everyday_2.json"):
+        if (gate / name).is_file():
+            result = json.loads((gate / name).read_text())
+            r = result["all"]
+            lines.append(f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout ({result['calls']}, written by someone who"
+                         f" never saw its training data; `bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped,"
+                         f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}.")
+    return ["", *lines] if lines else []
 
 
 def gate_lines() -> list[str]:
