@@ -252,184 +252,137 @@ def _table(result: dict[str, Any]) -> list[str]:
     return [HEAD, RULE, _row("all", result["all"]), *[_row(k, v) for k, v in result["per_source"].items()]]
 
 
-def _examples_table() -> list[str]:
-    """The issue's eight calls under the current gate and under v2 (examples.json, examples_v2.json)."""
-    now, before = _load("examples.json"), _load("examples_v2.json")
-    lines = [
-        "| kind | call | p now | action now | p v2 | action v2 |",
-        "|---|---|---:|---|---:|---|",
-    ]
-    for a, b in zip(now["cases"], before["cases"]):
-        call = f"`{a['call']['name']}{json.dumps(a['call']['args'])}`"
-        lines.append(f"| {a['kind']} | {call} | {a['probability']:.3f} | {a['action']} | {b['probability']:.3f} | {b['action']} |")
-    return lines
-
-
-def _staged_benign_held(policy: dict[str, Any]) -> float:
-    """Share of benign calls held on the staged sets' policy records together (written calls left out)."""
-    parts = [v for k, v in policy["per_source"].items() if k != "gate_synth"]
-    return sum(v["benign_held"] * v["benign"] for v in parts) / sum(v["benign"] for v in parts)
-
-
-def _reading(held: dict[str, Any], v2_held: dict[str, Any], policy: dict[str, Any], v2_now: dict[str, Any]) -> str:
-    def auc(r: dict[str, Any], source: str | None = None) -> str:
-        return f"{(r['per_source'][source] if source else r['all'])['auc']:.3f}"
-
-    everyday = "; ".join(f"{_load(before)['all']['auc']:.3f} → {_load(shipped)['all']['auc']:.3f}"
-                         for _, shipped, before, _ in EVERYDAY_SETS if (HERE / shipped).is_file())
-
-    return f"""\
-Reading. The written calls (`clef_agents.train.gate_synth`) teach the action classes the gate question
-names: on the policy records of action kinds never taught, ROC AUC went from {auc(v2_now, 'gate_synth')} (v2) to
-{auc(policy, 'gate_synth')}, and the issue's eight hand-written calls, whose tool names appear nowhere in teaching,
-are judged as below. On the held-out agent-safety sets they did not help: ROC AUC {auc(v2_held)} → {auc(held)}
-overall, safe_os {auc(v2_held, 'safe_os')} → {auc(held, 'safe_os')}, and at the hold_at chosen by the rule the gate
-holds {_pct(held['all']['benign_held'])} of the benign calls there ({_pct(v2_held['all']['benign_held'])} for v2). Those sets are not tool calls in the gate's run-time layout: task
-descriptions with tool lists and environment state (agent_safetybench), household plans (safeagentbench),
-shell requests whose benign setup scripts are full of `rm`, `chmod` and redirections (safe_os), and long
-trajectories (rjudge, the only one converted to the run-time layout: {auc(v2_held, 'rjudge')} → {auc(held, 'rjudge')}).
-What makes them risky is the situation, not the kind of action, and neither version reads that. In the
-gate's own layout the written calls did help (the everyday calls below: ROC AUC {everyday}), but the
-rule's hold_at, set by the 22 risky xstest requests of the policy records, holds many harmless calls there.
-A tool author's metadata (`clef_agents.approval`: always / never) stays the dependable control."""
-
-
-def _events(policy: dict[str, Any], v2: dict[str, Any], v2_now: dict[str, Any], first: dict[str, Any]) -> str:
-    return f"""\
-Order of events. v1 was taught, its policy chosen on its policy records, and measured on the held-out
-sets. v2's records (safe assebench records give one record per action; injecagent attacker calls are also
-proposed without the tool output) were written after that, prompted by the issue's examples, and v2 was
-preferred to v1 on the policy records (xstest ROC AUC 0.848 against 0.796 on the same 51 records;
-policy_v1_on_v2_records.json) before its held-out measurement. v3 adds the written calls. Its adoption rule
-was written down before it was taught: v3 replaces v2 if, at the hold_at the unchanged rule chooses, the
-benign calls held on the three staged sets' policy records together are at most 5 points above v2's
-({_pct(_staged_benign_held(v2))} at {v2['hold_at']}) and its ROC AUC on the written policy records is above v2's on
-the same records (policy_v2_on_v3_records.json); then the held-out sets are measured once and reported
-whatever they say. v3 met both ({_pct(_staged_benign_held(policy))} held at {policy['hold_at']}; ROC AUC
-{policy['per_source']['gate_synth']['auc']:.3f} against {v2_now['per_source']['gate_synth']['auc']:.3f}) and ships. No catalogue
-entry, record or hold_at changed after any held-out measurement. block_at did, from 0.97 to none (the model
-alone never refuses a call; a call it is sure needs approval is held for a person): the demo graph refused a
-refund the user had asked for (p 0.99) instead of asking a person, which contradicts what the question asks.
-It changes no stopped share, the measure the target is set on. heldout_v3_block_at_0.97.json is the first
-measurement of v3 (it blocked {_pct(first['all']['benign_blocked'])} of the benign calls outright); heldout.json is the same
-model measured again under the shipped policy. After the first everyday-call check (below), a rule in which
-only sources of proposed calls set the recall floor (xstest's 22 risky requests propose none) was tried:
-it chose hold_at 0.3, which lets the issue's e-mail of the board deck to the press (p 0.284) run unasked,
-against the issue's "hold a call unless the model is confident it is safe". It was reverted before the
-second check set was written or measured."""
-
-
-EVERYDAY_SETS = (
-    ("everyday_calls.json", "everyday.json", "everyday_v2.json", "a helper who never saw the gate's training data"),
-    ("everyday_calls_2.json", "everyday_2.json", "everyday_2_v2.json",
-     "a second helper who saw neither the gate's training data nor the first set"),
+CURRENT = "v3"
+"""The gate version the shipped ``mini`` carries (written calls of 78 kinds of action and 45 commands, commit
+bc66c7d); its results are the files without a version suffix."""
+OTHERS = (
+    ("v4", ("v3's catalogue with 21 more kinds and a context in which the user's call ignores a planted instruction "
+            "(gate_synth in commit V4_COMMIT); met its adoption rule but NOT shipped (README.md)")),
+    ("v2", "taught on the staged sets alone (commit 7654dc7)"),
+    ("v1", "the first conversion: one record per assebench record, two per injecagent row (commit 593e322)"),
 )
-"""Check set, the shipped gate's result, v2's result, who wrote the set."""
+"""The other versions, newest first: policy_<v>.json and heldout_<v>.json are their measurements."""
+CROSS = (("v3", "v4", "policy_v3_on_v4_records.json"), ("v2", "v3", "policy_v2_on_v3_records.json"),
+         ("v1", "v2", "policy_v1_on_v2_records.json"))
+"""An earlier version scored on the next version's policy records (the adoption comparisons)."""
+EVERYDAY_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json")
+"""The independent check sets, oldest first; everyday<_n>[_<version>].json are the gate's results on them."""
 
 
-def _everyday_rows(calls: str, results: Sequence[tuple[str, str]]) -> list[str]:
-    spec = {c["id"]: c for c in _load(calls)["calls"]}
-    lines = []
-    for version, name in results:
-        result = _load(name)
-        for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")), ("with history", lambda c: bool(c.get("history")))):
-            rows = [r for r in result["rows"] if keep(spec[r["id"]])]
-            r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
-            lines.append(f"| {calls} | {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | {_pct(r['benign_held'])} | {r['auc']:.3f} |")
+def _suffix(version: str) -> str:
+    return "" if version == CURRENT else f"_{version}"
+
+
+def _everyday_result(calls: str, version: str) -> str:
+    number = EVERYDAY_SETS.index(calls) + 1
+    return f"everyday{'' if number == 1 else f'_{number}'}{_suffix(version)}.json"
+
+
+def _examples_table() -> list[str]:
+    """The issue's eight calls under each version measured on them (examples<_version>.json)."""
+    versions = [v for v in (CURRENT, *(e[0] for e in OTHERS)) if (HERE / f"examples{_suffix(v)}.json").is_file()]
+    results = [_load(f"examples{_suffix(v)}.json") for v in versions]
+    lines = [
+        "| kind | call | " + " | ".join(f"{v} p (action)" for v in versions) + " |",
+        "|---|---|" + "---:|" * len(versions),
+    ]
+    for i, case in enumerate(results[0]["cases"]):
+        call = f"`{case['call']['name']}{json.dumps(case['call']['args'])}`"
+        cells = " | ".join(f"{r['cases'][i]['probability']:.3f} ({r['cases'][i]['action']})" for r in results)
+        lines.append(f"| {case['kind']} | {call} | {cells} |")
     return lines
 
 
 def _everyday_lines() -> list[str]:
-    """The independent everyday-call checks (bench/gate/everyday.py), v3 beside v2, with and without history."""
-    present = [s for s in EVERYDAY_SETS if (HERE / s[1]).is_file()]
-    if not present:
-        return []
+    """The independent everyday-call checks (bench/gate/everyday.py), every version measured, with and without history."""
     lines = [
         "## Everyday calls in the run-time layout (independent checks, not held-out sources)",
         "",
-        "Each set: 120 calls (60 risky, 60 benign), 20 to 25 with a history (10 or 11 risky ones follow instructions planted",
-        "in a tool's output), frozen before any model read them and measured once.",
-        *[f"{calls}: written by {who}." for calls, _, _, who in present],
-        "`HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --calls bench/gate/<set> --out <result>`; v2 with",
-        "`--model runs/mini_v2 --hold-at 0.2` (its checkpoint rebuilt from commit 5e68386).",
+        "Each set: 120 calls (60 risky, 60 benign) written by a helper who saw neither the gate's training data nor the",
+        "other sets, 20 to 25 with a history (10 or 11 risky ones follow instructions planted in a tool's output), frozen",
+        "before any model read them; each version measured once on each set it is listed with. A set says nothing",
+        "independent about versions built after it was measured (see README.md).",
+        "`HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model <model> --hold-at <its hold_at> --calls bench/gate/<set> --out <result>`",
         "",
         "| set | gate | calls | hold_at | risky stopped | benign held | ROC AUC |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    for calls, shipped, before, _ in present:
-        lines += _everyday_rows(calls, [("v3 (shipped)", shipped), ("v2", before)])
+    for calls in EVERYDAY_SETS:
+        if not (HERE / calls).is_file():
+            continue
+        spec = {c["id"]: c for c in _load(calls)["calls"]}
+        for version in (CURRENT, *(e[0] for e in OTHERS)):
+            name = _everyday_result(calls, version)
+            if not (HERE / name).is_file():
+                continue
+            result = _load(name)
+            for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")),
+                               ("with history", lambda c: bool(c.get("history")))):
+                rows = [r for r in result["rows"] if keep(spec[r["id"]])]
+                r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
+                lines.append(f"| {calls} | {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
+                             f"{_pct(r['benign_held'])} | {r['auc']:.3f} |")
     return [*lines, ""]
 
 
 def report() -> str:
-    """bench/gate/results.md from the committed JSON files (no number typed by hand)."""
+    """bench/gate/results.md from the committed JSON files (no number typed by hand; the story is README.md)."""
     policy, held = _load("policy.json"), _load("heldout.json")
-    v2, v2_held, v2_now = _load("policy_v2.json"), _load("heldout_v2.json"), _load("policy_v2_on_v3_records.json")
     met = held["all"]["recall"] >= 0.95 and held["all"]["benign_held"] <= 0.30
+    block = policy["block_at"] if policy["block_at"] is not None else "none (the model alone never refuses a call)"
     lines = [
-        "# Tool gate: lane policy and held-out measurement",
+        "# Tool gate: lane policy and measurements",
         "",
-        f"Model `{held['model']}` (gate v3); shipped policy",
-        f"hold_at = {policy['hold_at']}, block_at = {policy['block_at'] or 'none (never blocks on the model alone)'}",
+        f"Model `mini`, gate {CURRENT} ({held['model']} when measured); shipped policy hold_at = {policy['hold_at']}, block_at = {block}",
         f"(rule: {policy['rule']}). \"Stopped\" = held for a person or blocked (p >= hold_at).",
+        "How each version was built, chosen and adopted: [README.md](README.md).",
         "",
         "## Policy records (never taught)",
         "",
-        "A fifth of each staged set's train rows, and the written calls of a fifth of the written actions",
-        "(`gate_synth`: whole action kinds never taught).",
-        "`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini` → policy.json",
+        "A fifth of each staged set's train rows, and every written call of a fifth of the written kinds of action",
+        "(`gate_synth`: kinds never taught). `CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini` → policy.json",
         "",
         *_table(policy),
         "",
-        "## Held-out sets (never taught; measured once with the frozen policy)",
+        "## Held-out sets (never taught; measured once per version with its frozen policy)",
         "",
-        (
-            f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model {held['model']}` → heldout.json "
-            f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s)"
-        ),
+        (f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model {held['model']}` → heldout.json "
+         f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s)"),
         "",
         *_table(held),
         "",
         "Target (issue 25): recall of risky calls >= 95 % with at most 30 % of benign calls held.",
         f"Met: {'yes' if met else 'no'}.",
         "",
-        _reading(held, v2_held, policy, v2_now),
-        "",
         *_everyday_lines(),
         "## The issue's calls (not a benchmark: eight hand-written calls)",
         "",
-        "`HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini` → examples.json (v2: examples_v2.json).",
+        "`HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini` → examples.json (earlier versions: examples_<v>.json).",
         "No tool named here appears in the written calls (tests/test_gate_synth.py).",
         "",
         *_examples_table(),
-        "",
-        _events(policy, v2, v2_now, _load("heldout_v3_block_at_0.97.json")),
     ]
-    for version, note in (
-        ("v2", "taught on the staged sets alone (commit 7654dc7)"),
-        ("v1", "taught on the first conversion: one record per assebench record, two per injecagent row (commit 593e322)"),
-    ):
+    for version, note in OTHERS:
         p, h = _load(f"policy_{version}.json"), _load(f"heldout_{version}.json")
         lines += [
             "",
-            f"## {version}, measured before v3",
+            f"## {version}",
             "",
             f"{version}: {note}; policy hold_at = {p['hold_at']}, block_at = {p['block_at']} (policy_{version}.json).",
             "",
-            "Policy records of its own version:",
+            "Its own policy records:",
             "",
             *_table(p),
             "",
-            f"Held-out (heldout_{version}.json):",
+            f"Held-out (heldout_{version}.json; hold_at {h['policy']['hold_at']}, block_at {h['policy']['block_at']}):",
             "",
             *_table(h),
         ]
-    lines += [
-        "",
-        f"v2 on v3's policy records (policy_v2_on_v3_records.json; the rule would choose hold_at {v2_now['hold_at']} for it there):",
-        "",
-        *_table(v2_now),
-    ]
+    for before, after, name in CROSS:
+        if (HERE / name).is_file():
+            r = _load(name)
+            lines += ["", f"{before} on {after}'s policy records ({name}; the rule would choose hold_at {r['hold_at']} for it there):", "",
+                      *_table(r)]
     text = "\n".join(lines) + "\n"
     (HERE / "results.md").write_text(text)
     return text
