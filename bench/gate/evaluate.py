@@ -257,7 +257,7 @@ CURRENT = "v3"
 bc66c7d); its results are the files without a version suffix."""
 OTHERS = (
     ("v4", ("v3's catalogue with 21 more kinds and a context in which the user's call ignores a planted instruction "
-            "(gate_synth in commit V4_COMMIT); met its adoption rule but NOT shipped (README.md)")),
+            "(gate_synth in commit b09ce31); met its adoption rule but NOT shipped (README.md)")),
     ("v2", "taught on the staged sets alone (commit 7654dc7)"),
     ("v1", "the first conversion: one record per assebench record, two per injecagent row (commit 593e322)"),
 )
