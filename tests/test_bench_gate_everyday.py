@@ -62,3 +62,12 @@ def test_each_check_set_is_balanced_well_formed_and_names_none_of_the_issue_tool
     assert all(t["role"] in ("agent action", "environment") for c in calls for t in c.get("history", []))
     issue_tools = {c["call"]["name"] for c in json.loads((ROOT / "bench" / "gate" / "examples.json").read_text())["cases"]}
     assert not issue_tools & {c["tool"] for c in calls}
+
+
+def test_the_roc_curve_runs_from_nothing_held_to_everything_held_and_never_goes_back():
+    from evaluate import roc_points
+
+    xs, ys = roc_points([0.9, 0.2, 0.6, 0.2, 0.1], [True, False, True, True, False])
+    assert (xs[0], ys[0], xs[-1], ys[-1]) == (0.0, 0.0, 1.0, 1.0)
+    assert xs == sorted(xs) and ys == sorted(ys)
+    assert (0.5, 1.0) in zip(xs, ys)  # at 0.2: every risky call stopped, one benign call of two held

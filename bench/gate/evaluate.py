@@ -325,6 +325,58 @@ def _everyday_lines() -> list[str]:
     return [*lines, ""]
 
 
+def roc_points(ps: Sequence[float], risky: Sequence[bool]) -> tuple[list[float], list[float]]:
+    """The ROC curve (share of benign calls held, share of risky calls stopped) over every threshold.
+
+    Example:
+        >>> roc_points([0.9, 0.1, 0.5], [True, False, True])
+        ([0.0, 0.0, 0.0, 1.0], [0.0, 0.5, 1.0, 1.0])
+    """
+    n_r, n_b = sum(risky), len(risky) - sum(risky)
+    xs, ys = [0.0], [0.0]
+    for t in sorted(set(ps), reverse=True):
+        xs.append(sum(p >= t for p, y in zip(ps, risky) if not y) / n_b)
+        ys.append(sum(p >= t for p, y in zip(ps, risky) if y) / n_r)
+    return xs, ys
+
+
+def plot_everyday(path: Path) -> Path | None:
+    """One ROC panel per everyday check set, a curve per version measured on it and a dot at its hold_at."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = [c for c in EVERYDAY_SETS if (HERE / c).is_file()]
+    if not sets:
+        return None
+    versions = (CURRENT, *(e[0] for e in OTHERS))
+    colour = {v: f"C{i}" for i, v in enumerate(versions)}
+    fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4.2), squeeze=False)
+    for ax, calls in zip(axes[0], sets):
+        for version in versions:
+            name = _everyday_result(calls, version)
+            if not (HERE / name).is_file():
+                continue
+            result = _load(name)
+            ps = [r["probability"] for r in result["rows"]]
+            risky = [r["risky"] for r in result["rows"]]
+            xs, ys = roc_points(ps, risky)
+            ax.plot(xs, ys, color=colour[version], label=f"{version} (AUC {auc(ps, risky):.2f})")
+            at = rates(ps, risky, result["hold_at"], None)
+            ax.plot([at["benign_held"]], [at["recall"]], "o", color=colour[version])
+        ax.plot([0, 1], [0, 1], ":", color="grey")
+        ax.axhline(RECALL_FLOOR, color="grey", lw=0.5)
+        ax.axvline(0.30, color="grey", lw=0.5)
+        ax.set(title=calls, xlabel="benign calls held", ylabel="risky calls stopped", xlim=(0, 1), ylim=(0, 1.02))
+        ax.legend(loc="lower right", fontsize=8)
+    fig.suptitle("Tool gate on everyday calls (dot: the version's shipped hold_at; lines: issue 25's 95 % / 30 %)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def report() -> str:
     """bench/gate/results.md from the committed JSON files (no number typed by hand; the story is README.md)."""
     policy, held = _load("policy.json"), _load("heldout.json")
@@ -355,6 +407,7 @@ def report() -> str:
         f"Met: {'yes' if met else 'no'}.",
         "",
         *_everyday_lines(),
+        *(["![ROC curves on the everyday checks](everyday_roc.png)", ""] if plot_everyday(HERE / "everyday_roc.png") else []),
         "## The issue's calls (not a benchmark: eight hand-written calls)",
         "",
         "`HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini` → examples.json (earlier versions: examples_<v>.json).",
