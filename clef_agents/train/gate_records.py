@@ -167,6 +167,7 @@ def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True) -
 
     Test splits are never read. Raises ``ValueError`` for a held-out or unshippable set.
     """
+    # imported here: gate_synth builds on gate_record, defined in this module
     from clef_agents.train.gate_synth import synthetic_gate_records
 
     check_trainable(names, shipped=True)
