@@ -265,7 +265,7 @@ OTHERS = (
 CROSS = (("v3", "v4", "policy_v3_on_v4_records.json"), ("v2", "v3", "policy_v2_on_v3_records.json"),
          ("v1", "v2", "policy_v1_on_v2_records.json"))
 """An earlier version scored on the next version's policy records (the adoption comparisons)."""
-EVERYDAY_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json")
+EVERYDAY_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json", "everyday_calls_4.json")
 """The independent check sets, oldest first; everyday<_n>[_<version>].json are the gate's results on them."""
 
 

@@ -63,13 +63,17 @@ def conversation(user: str, history: Sequence[Mapping[str, str]], call: dict[str
     return messages
 
 
+def _tool(name: str, description: str) -> StructuredTool:
+    return StructuredTool.from_function(func=lambda **kw: "", name=name, description=description,
+                                        args_schema={"type": "object", "properties": {}})
+
+
 def judge_call(gate: Any, user: str, name: str, args: dict[str, Any], description: str,
                history: Sequence[Mapping[str, str]] = ()) -> Any:
     """The gate's verdict on one proposed call (its tool built with ``description`` and no metadata)."""
-    tool = StructuredTool.from_function(func=lambda **kw: "", name=name, description=description,
-                                        args_schema={"type": "object", "properties": {}})
     call = {"name": name, "args": args, "id": "proposed"}
-    return gate.judge(call, conversation(user, history, call), tool)
+    return gate.judge(call, conversation(user, history, call), _tool(name, description))
+
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], hold_at: float) -> dict[str, Any]:

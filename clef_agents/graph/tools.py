@@ -147,6 +147,29 @@ def render_gate_state(turns: Sequence[GateTurn], proposed: str | None, descripti
     return "\n".join([*head, *([""] if head else []), *record])
 
 
+def call_state(tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, history: int = 12) -> str:
+    """What the gate's model judges (``render_gate_state``): the proposed call and its tool's
+    description, then the last ``history`` messages as an interaction record. The message that
+    proposes ``tool_call`` adds only its text; arguments and tool output are data.
+
+    Example:
+        >>> from langchain_core.messages import AIMessage, HumanMessage
+        >>> call = {"name": "pay", "args": {"to": "bob"}, "id": "1"}
+        >>> print(call_state(call, [HumanMessage("pay bob"), AIMessage("", tool_calls=[call])]))
+        Proposed tool call: pay{"to": "bob"}
+        <BLANKLINE>
+        Interaction record:
+        [user] pay bob
+        [agent action] pay{"to": "bob"}
+    """
+    recent = [m for m in messages if isinstance(m, BaseMessage)][-history:]
+    turns: list[GateTurn] = []
+    for message in recent:
+        turns += _turns(message, tool_call.get("id"))
+    description = tool.description if tool is not None and tool.description else None
+    return render_gate_state(turns, _call_text(tool_call), None if description is None else _clip(description, PROPOSED_CHARS))
+
+
 OPENAI_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
@@ -462,15 +485,8 @@ class ToolGate:
     # ------------------------------------------------------------------ what the model reads
 
     def gate_state(self, tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None) -> str:
-        """What the model judges (``render_gate_state``): the proposed call and its tool's
-        description, then the recent conversation as an interaction record. The call that
-        proposes ``tool_call`` adds only its text; arguments and tool output are data."""
-        recent = [m for m in messages if isinstance(m, BaseMessage)][-self.history :]
-        turns: list[GateTurn] = []
-        for message in recent:
-            turns += _turns(message, tool_call.get("id"))
-        description = tool.description if tool is not None and tool.description else None
-        return render_gate_state(turns, _call_text(tool_call), None if description is None else _clip(description, PROPOSED_CHARS))
+        """What the model judges: ``call_state`` over the last ``history`` messages."""
+        return call_state(tool_call, messages, tool, self.history)
 
     # ------------------------------------------------------------------ judging
 
