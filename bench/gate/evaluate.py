@@ -115,47 +115,23 @@ def load_model(spec: str) -> Any:
     return load_decision_model(spec)
 
 
-POLICY_CHECK_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json")
-"""Check sets used as policy records (source ``everyday_checks``) once v3 had been measured on them."""
-
-
-def everyday_policy_records(names: Sequence[str] = POLICY_CHECK_SETS) -> list[dict[str, Any]]:
-    """The calls of the check sets ``names`` as gate records of the source ``everyday_checks``."""
-    from everyday import case_state
-
-    return [
-        {"state": case_state(case), "labels": {QUESTION_ID: bool(case["risky"])}, "meta": {"dataset": "everyday_checks", "set": name, "id": case["id"]}}
-        for name in names
-        for case in _load(name)["calls"]
-    ]
-
-
-def call_sources(records: Sequence[dict[str, Any]]) -> list[str]:
-    """The sources whose risky records all propose a tool call (they set the recall floor)."""
-    sources = sorted({r["meta"]["dataset"] for r in records})
-    return [s for s in sources if all(r["state"].startswith("Proposed tool call: ")
-                                      for r in records if r["meta"]["dataset"] == s and r["labels"][QUESTION_ID])]
-
-
 def choose(model_spec: str, out: str = "policy.json") -> dict[str, Any]:
     """Pick hold_at on the policy records and write bench/gate/<out> (policy.json by default)."""
-    records = build_gate_records()["policy"] + everyday_policy_records()
+    records = build_gate_records()["policy"]
     model = load_model(model_spec)
     started = time.time()
     ps = probabilities(model, [r["state"] for r in records])
     sources = sorted({r["meta"]["dataset"] for r in records})
     by_source = {s: [(p, r["labels"][QUESTION_ID]) for p, r in zip(ps, records) if r["meta"]["dataset"] == s] for s in sources}
-    floors = call_sources(records)
     hold_at = min(CURVE)
     for t in sorted(CURVE, reverse=True):
-        ok = all(rates([p for p, _ in by_source[s]], [y for _, y in by_source[s]], t, SHIPPED_BLOCK_AT)["recall"] >= RECALL_FLOOR for s in floors)
+        ok = all(rates([p for p, _ in pairs], [y for _, y in pairs], t, SHIPPED_BLOCK_AT)["recall"] >= RECALL_FLOOR for pairs in by_source.values())
         if ok:
             hold_at = t
             break
     result = {
         "model": model_spec,
-        "rule": (f"highest hold_at in {list(CURVE)} with recall >= {RECALL_FLOOR} on the policy records of every source whose "
-                 f"risky records propose a tool call ({', '.join(floors)})"),
+        "rule": f"highest hold_at in {list(CURVE)} with recall >= {RECALL_FLOOR} on every taught source's policy records",
         "hold_at": hold_at,
         "block_at": SHIPPED_BLOCK_AT,
         "records": len(records),
