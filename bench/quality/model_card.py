@@ -125,7 +125,7 @@ def taught_lines(taught: dict | None) -> list[str]:
 def everyday_line(gate: Path) -> list[str]:
     """One line per independent everyday-call check (bench/gate/everyday*.json) that was run."""
     lines = []
-    for name in ("everyday.json", "everyday_2.json", "everyday_3.json"):
+    for name in ("everyday.json", "everyday_2.json", "everyday_3.json", "everyday_4.json"):
         if (gate / name).is_file():
             result = json.loads((gate / name).read_text())
             r = result["all"]
