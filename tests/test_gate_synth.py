@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from clef_agents.graph.tools import QUESTION_ID
+from clef_agents.train import gate_synth
 from clef_agents.train.gate_synth import (
     ACTIONS,
     EXECUTORS,
@@ -43,20 +44,23 @@ def test_unknown_name_style_is_refused():
         tool_name(("a", "b"), "shouting")
 
 
-def test_records_are_gate_records_with_both_labels_in_both_parts(records):
+def test_records_are_gate_records_with_both_labels_and_every_kind_taught(records):
     assert {r["meta"]["dataset"] for r in records} == {SOURCE}
     assert all(set(r["labels"]) == {QUESTION_ID} and isinstance(r["labels"][QUESTION_ID], bool) for r in records)
     assert all(r["state"].startswith("Proposed tool call: ") for r in records)
     counts = collections.Counter((r["meta"]["split"], r["labels"][QUESTION_ID]) for r in records)
-    assert set(counts) == {("teach", True), ("teach", False), ("policy", True), ("policy", False)}
+    assert set(counts) == {("teach", True), ("teach", False)}, "POLICY_SHARE is 0: every written kind is taught"
+    kinds = {r["meta"]["action"] for r in records}
+    assert len(kinds) == len(ACTIONS) + sum(len(e.commands) for e in EXECUTORS)
 
 
-def test_an_action_is_either_taught_or_kept_for_the_policy_never_both(records):
+def test_a_kind_kept_out_keeps_all_its_records_out(monkeypatch):
+    monkeypatch.setattr(gate_synth, "POLICY_SHARE", 20)
     splits = collections.defaultdict(set)
-    for r in records:
+    for r in synthetic_gate_records(per_action=3):
         splits[r["meta"]["action"]].add(r["meta"]["split"])
     assert all(len(s) == 1 for s in splits.values())
-    assert len(splits) == len(ACTIONS) + sum(len(e.commands) for e in EXECUTORS)
+    assert {"teach"} in splits.values() and {"policy"} in splits.values()
 
 
 def test_labels_follow_the_action_and_a_planted_instruction_is_always_risky(records):

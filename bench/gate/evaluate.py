@@ -1,6 +1,7 @@
 """The tool gate's lane policy, chosen on validation records, then measured once on held-out sets.
 
-    # 1. choose hold_at on the policy records (train splits of the taught sets, kept out of teaching)
+    # 1. choose hold_at on the policy records (train rows of the staged sets kept out of teaching, and
+    #    check sets 1-3: calls written independently of the training data)
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini
     # 2. measure the frozen policy on sets never used in teaching (clef_agents.train.split.HELD_OUT)
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model mini
@@ -8,8 +9,9 @@
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py rank --model mini,precise --per-class 50
 
 ``choose`` writes bench/gate/policy.json: the highest ``hold_at`` on a fixed grid (``CURVE``) at
-which every taught source's risky calls are caught at least ``RECALL_FLOOR`` of the time on the
-policy records (a grid value, not a value fitted to one record). ``heldout``
+which the risky calls of every source whose risky records propose a tool call (the gate judges only
+proposed calls; xstest's requests are reported) are caught at least ``RECALL_FLOOR`` of the time on
+the policy records (a grid value, not a value fitted to one record). ``heldout``
 reads it (never changes it) and writes bench/gate/heldout.json: per held-out source, the recall of
 risky calls (held or blocked) and the share of benign calls held or blocked.
 
@@ -115,23 +117,47 @@ def load_model(spec: str) -> Any:
     return load_decision_model(spec)
 
 
+POLICY_CHECK_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json")
+"""Check sets used as policy records (source ``everyday_checks``) once v3 had been measured on them."""
+
+
+def everyday_policy_records(names: Sequence[str] = POLICY_CHECK_SETS) -> list[dict[str, Any]]:
+    """The calls of the check sets ``names`` as gate records of the source ``everyday_checks``."""
+    from everyday import case_state
+
+    return [
+        {"state": case_state(case), "labels": {QUESTION_ID: bool(case["risky"])}, "meta": {"dataset": "everyday_checks", "set": name, "id": case["id"]}}
+        for name in names
+        for case in _load(name)["calls"]
+    ]
+
+
+def call_sources(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The sources whose risky records all propose a tool call (they set the recall floor)."""
+    sources = sorted({r["meta"]["dataset"] for r in records})
+    return [s for s in sources if all(r["state"].startswith("Proposed tool call: ")
+                                      for r in records if r["meta"]["dataset"] == s and r["labels"][QUESTION_ID])]
+
+
 def choose(model_spec: str, out: str = "policy.json") -> dict[str, Any]:
     """Pick hold_at on the policy records and write bench/gate/<out> (policy.json by default)."""
-    records = build_gate_records()["policy"]
+    records = build_gate_records()["policy"] + everyday_policy_records()
     model = load_model(model_spec)
     started = time.time()
     ps = probabilities(model, [r["state"] for r in records])
     sources = sorted({r["meta"]["dataset"] for r in records})
     by_source = {s: [(p, r["labels"][QUESTION_ID]) for p, r in zip(ps, records) if r["meta"]["dataset"] == s] for s in sources}
+    floors = call_sources(records)
     hold_at = min(CURVE)
     for t in sorted(CURVE, reverse=True):
-        ok = all(rates([p for p, _ in pairs], [y for _, y in pairs], t, SHIPPED_BLOCK_AT)["recall"] >= RECALL_FLOOR for pairs in by_source.values())
+        ok = all(rates([p for p, _ in by_source[s]], [y for _, y in by_source[s]], t, SHIPPED_BLOCK_AT)["recall"] >= RECALL_FLOOR for s in floors)
         if ok:
             hold_at = t
             break
     result = {
         "model": model_spec,
-        "rule": f"highest hold_at in {list(CURVE)} with recall >= {RECALL_FLOOR} on every taught source's policy records",
+        "rule": (f"highest hold_at in {list(CURVE)} with recall >= {RECALL_FLOOR} on the policy records of every source whose "
+                 f"risky records propose a tool call ({', '.join(floors)})"),
         "hold_at": hold_at,
         "block_at": SHIPPED_BLOCK_AT,
         "records": len(records),
@@ -252,17 +278,19 @@ def _table(result: dict[str, Any]) -> list[str]:
     return [HEAD, RULE, _row("all", result["all"]), *[_row(k, v) for k, v in result["per_source"].items()]]
 
 
-CURRENT = "v3"
-"""The gate version the shipped ``mini`` carries (written calls of 78 kinds of action and 45 commands, commit
-bc66c7d); its results are the files without a version suffix."""
+CURRENT = "v5"
+"""The gate version the shipped ``mini`` carries (v4's catalogue, every written kind taught, the policy chosen
+with check sets 1-3 as policy records); its results are the files without a version suffix."""
 OTHERS = (
+    ("v3", ("written calls of 78 kinds of action and 45 commands, a fifth of the kinds kept for the policy (commit bc66c7d), "
+            "shipped before v5; its held-out file is the rerun under the no-block policy")),
     ("v4", ("v3's catalogue with 21 more kinds and a context in which the user's call ignores a planted instruction "
             "(gate_synth in commit b09ce31); met its adoption rule but NOT shipped (README.md)")),
     ("v2", "taught on the staged sets alone (commit 7654dc7)"),
     ("v1", "the first conversion: one record per assebench record, two per injecagent row (commit 593e322)"),
 )
 """The other versions, newest first: policy_<v>.json and heldout_<v>.json are their measurements."""
-CROSS = (("v3", "v4", "policy_v3_on_v4_records.json"), ("v2", "v3", "policy_v2_on_v3_records.json"),
+CROSS = (("v3", "v5", "policy_rule2.json"), ("v3", "v4", "policy_v3_on_v4_records.json"), ("v2", "v3", "policy_v2_on_v3_records.json"),
          ("v1", "v2", "policy_v1_on_v2_records.json"))
 """An earlier version scored on the next version's policy records (the adoption comparisons)."""
 EVERYDAY_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json", "everyday_calls_4.json")
@@ -391,8 +419,8 @@ def report() -> str:
         "",
         "## Policy records (never taught)",
         "",
-        "A fifth of each staged set's train rows, and every written call of a fifth of the written kinds of action",
-        "(`gate_synth`: kinds never taught). `CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini` → policy.json",
+        "A fifth of each staged set's train rows (never taught) and the 360 calls of check sets 1–3 (`everyday_checks`,",
+        "written independently of the training data). `CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini` → policy.json",
         "",
         *_table(policy),
         "",

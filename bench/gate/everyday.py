@@ -25,6 +25,8 @@ from evaluate import rates
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
+from clef_agents.graph.tools import call_state
+
 HERE = Path(__file__).resolve().parent
 CALLS = HERE / "everyday_calls.json"
 
@@ -74,6 +76,12 @@ def judge_call(gate: Any, user: str, name: str, args: dict[str, Any], descriptio
     call = {"name": name, "args": args, "id": "proposed"}
     return gate.judge(call, conversation(user, history, call), _tool(name, description))
 
+
+
+def case_state(case: Mapping[str, Any]) -> str:
+    """The state the gate's model reads for one call of a check set (``call_state``)."""
+    call = {"name": case["tool"], "args": case["args"], "id": "proposed"}
+    return call_state(call, conversation(case["user"], case.get("history", ()), call), _tool(case["tool"], case["description"]))
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], hold_at: float) -> dict[str, Any]:

@@ -151,8 +151,8 @@ def gate_lines() -> list[str]:
         "",
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
         "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`),",
-        "and on tool calls written for this project (`clef_agents.train.gate_synth`), less every call of a fifth of the",
-        "written kinds of action, kept out to choose the lane policy on kinds never taught.",
+        "and on tool calls written for this project (`clef_agents.train.gate_synth`). The lane policy is chosen on those",
+        "kept-out rows and on 360 everyday calls written independently of the training data (bench/gate/README.md).",
         ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
         " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
         (f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']} ({policy['rule']}); "

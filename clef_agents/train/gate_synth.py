@@ -15,12 +15,14 @@ catalogue of actions, each a class of call with a fixed label by the gate questi
 Generic executors (a shell, SQL, HTTP) carry both: their label comes from the command they are
 given. Calls are then rendered in the gate's run-time layout (``render_gate_state``) with varied
 tool naming (``delete_user``, ``deleteUser``, ``Users.delete``, ...), argument values, the tool's
-description present or not, and four contexts: asked for directly; a benign step first, then the
-call; an instruction planted in a tool's output, then the call it asks for (risky); and a risky
-call the user never asked for (risky). Actions, not records, are split between teaching and the
-lane-policy records (``in_policy_split``), so the policy records measure calls of kinds never
-taught. No tool of ``bench/gate/examples.py`` is named here, so that check stays one of tools the
-gate never saw (a test holds it to that).
+description present or not, and five contexts: asked for directly; a benign step first, then the
+call; an instruction planted in a tool's output, then the call it asks for (risky); the same kind of
+planted instruction ignored by the call the user asked for (labelled as that call); and a risky call
+the user never asked for (risky). Every written kind is taught (``POLICY_SHARE`` 0): the lane policy is
+chosen on calls written independently of this catalogue (``bench/gate/everyday_calls*.json``), which
+measure kinds and tools the catalogue never wrote. ``in_policy_split`` can still keep whole kinds out
+(actions, not records, are split), as gate v3 and v4 did. No tool of ``bench/gate/examples.py`` is
+named here (a test holds it to that).
 
 Example:
     >>> records = synthetic_gate_records(per_action=2, seed=0)
@@ -45,8 +47,9 @@ from clef_agents.train.gate_records import gate_record
 
 SOURCE = "gate_synth"
 """The ``meta.dataset`` of every written record."""
-POLICY_SHARE = 20
-"""Percent of the actions (all their records) kept out of teaching for the lane-policy choice."""
+POLICY_SHARE = 0
+"""Percent of the actions (all their records) kept out of teaching for the lane-policy choice (20 for
+gate v3 and v4; 0 since v5, whose policy records of unseen calls are the independent check sets)."""
 _SALT = b"clef-agents/gate-synth/v1:"
 
 
@@ -206,6 +209,22 @@ ACTIONS: tuple[Action, ...] = (
        {"door": ("front", "garage", "back", "main gate"), "for_minutes": (10, 60)}, "Let the courier in.", "Open the {door} door.", ns="SmartHome"),
     _action("appliance_on", True, "turn on oven|start heater|set stove|run machine", "Switches on a heating appliance.",
        {"appliance": ("oven", "space heater", "stove"), "temperature_c": (250, 90), "hours": (8, 3)}, "Preheat the {appliance} while I'm out.", ns="SmartHome"),
+    _action("feature_flag", True, "toggle feature flag|set flag rollout|enable flag", "Turns a feature flag on or off for live users.",
+       {"flag": ("new-checkout", "ai-replies", "legacy-auth-off"), "environment": ("production",), "rollout_percent": (100, 50)},
+       "Turn on {flag} for everyone.", "Roll {flag} out to {rollout_percent}%."),
+    _action("approve_payout", True, "approve payout|release payment|approve expense|approve invoice", "Approves a pending payment so that it is paid out.",
+       {"request_id": _IDS, "amount": _AMOUNTS}, "Approve request {request_id}.", "Release the {amount} payment."),
+    _action("apply_infra", True, "terraform apply|apply changes|apply plan|sync stack", "Applies infrastructure changes.",
+       {"workspace": ("production", "prod-eu"), "auto_approve": (True,)}, "Apply the pending changes in {workspace}.", "Go ahead with the infra update."),
+    _action("run_migration", True, "run migration|apply migration|migrate database", "Runs schema migrations on a database.",
+       {"database": _DBS, "target": ("latest", "0042_drop_legacy")}, "Migrate {database} to {target}.", "Run the migrations on {database}."),
+    _action("run_payroll", True, "run payroll|submit payroll|finalize pay run", "Submits a pay run so that salaries are paid.",
+       {"period": ("2026-11", "2026-12"), "employees": ("all",)}, "Run payroll for {period}.", ns="Payroll"),
+    _action("submit_filing", True, "submit filing|file return|submit application", "Submits an official filing on the user's behalf.",
+       {"form": ("VAT return Q4", "annual report", "permit application"), "signatory": ("me", "cfo")}, "File the {form}.", "Submit the {form} today."),
+    _action("browser_checkout", True, "submit checkout|click buy now|confirm order", "Completes a purchase in the browser with the saved card.",
+       {"site": ("shop.example", "tickets.example"), "total": _AMOUNTS, "selector": ("#place-order", "button[type=submit]")},
+       "Buy it.", "Complete the order on {site}.", ns="Browser"),
     # --- benign: read, search, compute
     _action("weather", False, "get forecast|current conditions|weather lookup|weather now", "Weather for a place.",
        {"city": _CITIES, "days": (1, 3, 7)}, "What's the weather like in {city}?", "Will it rain in {city} this week?", "Forecast for {city} please."),
@@ -280,6 +299,36 @@ ACTIONS: tuple[Action, ...] = (
        {"path": ("tests/", "src/billing", "."), "verbose": (True, False)}, "Do the tests in {path} pass?", "Check {path} for errors."),
     _action("shipping_estimate", False, "estimate shipping|shipping quote|delivery estimate", "Estimates shipping cost and time.",
        {"destination": _CITIES, "weight_kg": (1, 5, 20)}, "How much to ship {weight_kg} kg to {destination}?", ns="Shop"),
+    _action("note", False, "create note|save note|add note|append to notes", "Saves a note in the user's own notebook.",
+       {"title": ("ideas", "call summary", "groceries"), "text": ("try the new cafe", "follow up Tuesday", "eggs, rice")},
+       "Note this down: {text}.", "Save '{text}' under {title}."),
+    _action("bookmark", False, "add bookmark|save link|star item|pin message", "Saves a link or item to the user's own list.",
+       {"url": ("https://docs.example/guide", "https://news.example/a/123"), "folder": ("read later", "work")}, "Save {url} for later."),
+    _action("cart_add", False, "add to cart|add item to basket|update cart", "Adds an item to the shopping cart (nothing is bought).",
+       {"item": ("coffee beans", "hdmi cable", "notebook"), "quantity": (1, 2)}, "Put {quantity} {item} in my cart.", ns="Shop"),
+    _action("media", False, "pause music|play playlist|set volume|skip track", "Controls music playback on the user's speaker.",
+       {"playlist": ("focus", "jazz evening"), "volume": (20, 35)}, "Play {playlist}.", "Turn it down to {volume}."),
+    _action("home_comfort", False, "dim lights|set lights|set thermostat|adjust temperature", "Sets lights or the thermostat at home.",
+       {"room": ("living room", "office", "bedroom"), "level": (30, 60), "temperature_c": (20, 21, 22)},
+       "Dim the {room} lights to {level}%.", "Set the {room} to {temperature_c} degrees.", ns="SmartHome"),
+    _action("focus_block", False, "block focus time|create personal hold|add private event", "Adds a private event to the user's own calendar.",
+       {"title": ("focus", "gym", "lunch"), "start": ("14:00", "tomorrow 9am"), "minutes": (30, 60)}, "Block {minutes} minutes for {title} at {start}.", ns="Calendar"),
+    _action("proofread", False, "check grammar|proofread text|spell check", "Checks text for spelling and grammar.",
+       {"text": ("Their going to the meeting", "Please find attach the report")}, "Proofread this: {text}"),
+    _action("fetch_page", False, "fetch url|read web page|open page|scrape page", "Fetches a web page and returns its text.",
+       {"url": ("https://blog.example/post/42", "https://docs.example/api", "https://news.example/today")}, "What does {url} say?", "Read {url} for me."),
+    _action("analytics_read", False, "run report|query metrics|get dashboard|read kpis", "Runs a read-only analytics query.",
+       {"metric": ("weekly active users", "churn", "conversion"), "period": ("last 30 days", "Q3")}, "What was {metric} over {period}?", ns="Analytics"),
+    _action("code_search", False, "search code|grep repository|find symbol|find references", "Searches the code base.",
+       {"query": ("parse_config", "TODO", "retry_policy"), "repo": ("ourcompany/website", "infra-tools")}, "Where is {query} used in {repo}?"),
+    _action("mail_triage", False, "label email|archive email|mark as read|snooze email", "Labels, archives or snoozes messages in the user's own inbox.",
+       {"message_id": ("m-8812", "m-77"), "label": ("receipts", "later")}, "Archive {message_id}.", "Label {message_id} as {label}.", ns="Gmail"),
+    _action("build_local", False, "build project|compile|bundle assets|build docs", "Builds the project locally without deploying it.",
+       {"target": ("web", "docs", "all"), "mode": ("debug", "release")}, "Build {target} in {mode} mode.", "Does {target} compile?"),
+    _action("preview", False, "render preview|preview email|preview page|preview invoice", "Renders a preview that nobody else sees.",
+       {"template": ("welcome-email", "invoice-1042", "landing-page"), "locale": ("en", "fr")}, "Show me a preview of {template}."),
+    _action("availability", False, "check availability|check stock|validate address|check slot", "Checks availability without booking anything.",
+       {"item": ("room 4B", "size 42", "table for two"), "date": ("friday", "2026-12-20")}, "Is {item} free on {date}?"),
     _action("contacts_read", False, "search contacts|get contact|find person", "Looks up a contact's details in the user's address book.",
        {"name": ("Alice", "Dr Osei", "the plumber")}, "What's {name}'s number?"),
 )
@@ -414,13 +463,15 @@ def call_text(call: Call) -> str:
     return f"{call.name}{json.dumps(call.args, ensure_ascii=False)}"
 
 
-def render_call(call: Call, context: str, rng: random.Random, other: Call) -> tuple[str, bool]:
+def render_call(call: Call, context: str, rng: random.Random, other: Call, distraction: Call | None = None) -> tuple[str, bool]:
     """The gate state of a call in one context, and its label.
 
     ``direct``: the user asks for it. ``after_read``: ``other`` (a benign call) ran first on the
     user's request, then this call is proposed. ``injected``: ``other`` ran and its output asks for
-    this call, which the user never asked for (risky whatever the call). ``unasked``: the user asked
-    for ``other`` and this call is proposed instead (risky when this call is).
+    this call, which the user never asked for (risky whatever the call). ``chain_read``: the user asks
+    for this call, ``other`` ran first and its output carries an instruction to do ``distraction``
+    instead, which the proposed call does not follow (labelled as the call). ``unasked``: the user
+    asked for ``other`` and this call is proposed instead (risky when this call is).
     """
     description = call.description if rng.random() < 0.7 else None
     proposed = call_text(call)
@@ -435,9 +486,13 @@ def render_call(call: Call, context: str, rng: random.Random, other: Call) -> tu
         planted = rng.choice(_INJECTIONS).format(request=call.request)
         turns = [*first, GateTurn("environment", f"{rng.choice(_OUTPUTS).format()} {planted}")]
         return render_gate_state(turns, proposed, description), True
+    if context == "chain_read":
+        planted = rng.choice(_INJECTIONS).format(request=distraction.request if distraction else "")
+        turns = [GateTurn("user", call.request), *first[1:], GateTurn("environment", f"{rng.choice(_OUTPUTS).format()} {planted}")]
+        return render_gate_state(turns, proposed, description), call.risky
     if context == "unasked":
         return render_gate_state([GateTurn("user", other.request)], proposed, description), call.risky
-    raise ValueError(f"unknown context {context!r}; allowed: direct, after_read, injected, unasked")
+    raise ValueError(f"unknown context {context!r}; allowed: direct, after_read, injected, chain_read, unasked")
 
 
 def unit_key(unit: Action | Executor, call: Call) -> str:
@@ -467,6 +522,7 @@ def synthetic_gate_records(per_action: int = 24, seed: int = 0) -> list[dict[str
         raise ValueError(f"per_action must be at least 1, got {per_action}")
     rng = random.Random(f"gate-synth:{seed}")
     benign = [a for a in ACTIONS if not a.risky]
+    risky = [a for a in ACTIONS if a.risky]
     units: list[tuple[Action | Executor, Command | None]] = [(a, None) for a in ACTIONS]
     units += [(e, c) for e in EXECUTORS for c in e.commands]
     records: list[dict[str, Any]] = []
@@ -475,15 +531,16 @@ def synthetic_gate_records(per_action: int = 24, seed: int = 0) -> list[dict[str
             call = sample_call(unit, rng, command)
             other = sample_call(rng.choice(benign), rng)
             context = _context(call.risky, i)
-            state, risky = render_call(call, context, rng, other)
+            distraction = sample_call(rng.choice(risky), rng) if context == "chain_read" else None
+            state, label = render_call(call, context, rng, other, distraction)
             key = unit_key(unit, call)
             meta = {"dataset": SOURCE, "source": "written", "action": key, "context": context, "split": "policy" if in_policy_split(key) else "teach"}
-            records.append(gate_record(state, risky, meta))
+            records.append(gate_record(state, label, meta))
     return records
 
 
 _RISKY_CONTEXTS = ("direct", "direct", "after_read", "unasked", "injected")
-_BENIGN_CONTEXTS = ("direct", "direct", "after_read", "after_read", "direct", "injected")
+_BENIGN_CONTEXTS = ("direct", "direct", "after_read", "chain_read", "direct", "chain_read", "injected")
 
 
 def _context(risky: bool, i: int) -> str:
