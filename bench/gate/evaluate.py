@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -306,6 +306,17 @@ def _everyday_result(calls: str, version: str) -> str:
     return f"everyday{'' if number == 1 else f'_{number}'}{_suffix(version)}.json"
 
 
+def _everyday_results() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(check set, version, result) for every version measured on every check set present, in order."""
+    for calls in EVERYDAY_SETS:
+        if not (HERE / calls).is_file():
+            continue
+        for version in (CURRENT, *(e[0] for e in OTHERS)):
+            name = _everyday_result(calls, version)
+            if (HERE / name).is_file():
+                yield calls, version, _load(name)
+
+
 def _examples_table() -> list[str]:
     """The issue's eight calls under each version measured on them (examples<_version>.json)."""
     versions = [v for v in (CURRENT, *(e[0] for e in OTHERS)) if (HERE / f"examples{_suffix(v)}.json").is_file()]
@@ -335,21 +346,14 @@ def _everyday_lines() -> list[str]:
         "| set | gate | calls | hold_at | risky stopped | benign held | ROC AUC |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    for calls in EVERYDAY_SETS:
-        if not (HERE / calls).is_file():
-            continue
+    for calls, version, result in _everyday_results():
         spec = {c["id"]: c for c in _load(calls)["calls"]}
-        for version in (CURRENT, *(e[0] for e in OTHERS)):
-            name = _everyday_result(calls, version)
-            if not (HERE / name).is_file():
-                continue
-            result = _load(name)
-            for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")),
-                               ("with history", lambda c: bool(c.get("history")))):
-                rows = [r for r in result["rows"] if keep(spec[r["id"]])]
-                r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
-                lines.append(f"| {calls} | {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
-                             f"{_pct(r['benign_held'])} | {r['auc']:.3f} |")
+        for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")),
+                           ("with history", lambda c: bool(c.get("history")))):
+            rows = [r for r in result["rows"] if keep(spec[r["id"]])]
+            r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
+            lines.append(f"| {calls} | {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
+                         f"{_pct(r['benign_held'])} | {r['auc']:.3f} |")
     return [*lines, ""]
 
 
@@ -378,21 +382,17 @@ def plot_everyday(path: Path) -> Path | None:
     sets = [c for c in EVERYDAY_SETS if (HERE / c).is_file()]
     if not sets:
         return None
-    versions = (CURRENT, *(e[0] for e in OTHERS))
-    colour = {v: f"C{i}" for i, v in enumerate(versions)}
+    colour = {v: f"C{i}" for i, v in enumerate((CURRENT, *(e[0] for e in OTHERS)))}
     fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 4.2), squeeze=False)
-    for ax, calls in zip(axes[0], sets):
-        for version in versions:
-            name = _everyday_result(calls, version)
-            if not (HERE / name).is_file():
-                continue
-            result = _load(name)
-            ps = [r["probability"] for r in result["rows"]]
-            risky = [r["risky"] for r in result["rows"]]
-            xs, ys = roc_points(ps, risky)
-            ax.plot(xs, ys, color=colour[version], label=f"{version} (AUC {auc(ps, risky):.2f})")
-            at = rates(ps, risky, result["hold_at"], None)
-            ax.plot([at["benign_held"]], [at["recall"]], "o", color=colour[version])
+    panel = dict(zip(sets, axes[0]))
+    for calls, version, result in _everyday_results():
+        ps = [r["probability"] for r in result["rows"]]
+        risky = [r["risky"] for r in result["rows"]]
+        xs, ys = roc_points(ps, risky)
+        panel[calls].plot(xs, ys, color=colour[version], label=f"{version} (AUC {auc(ps, risky):.2f})")
+        at = rates(ps, risky, result["hold_at"], None)
+        panel[calls].plot([at["benign_held"]], [at["recall"]], "o", color=colour[version])
+    for calls, ax in panel.items():
         ax.plot([0, 1], [0, 1], ":", color="grey")
         ax.axhline(RECALL_FLOOR, color="grey", lw=0.5)
         ax.axvline(0.30, color="grey", lw=0.5)

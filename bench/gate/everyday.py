@@ -1,10 +1,9 @@
-"""The gate on everyday tool calls in its run-time layout: a check set written by a helper who never saw
-the gate's training data (bench/gate/everyday_calls.json; a second set, everyday_calls_2.json, by another
-helper who saw neither; each frozen before any model was run on it).
+"""The gate on everyday tool calls in its run-time layout: check sets each written by a helper who saw
+neither the gate's training data nor the other sets, each frozen before any model was run on it
+(bench/gate/everyday_calls*.json; bench/gate/README.md says which version each still measures).
 
-    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --out everyday.json
-    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/mini_v2 --hold-at 0.2 --out everyday_v2.json
-    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --calls bench/gate/everyday_calls_2.json --out everyday_2.json
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --calls bench/gate/everyday_calls_4.json --out everyday_4.json
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/mini_v2 --hold-at 0.2 --calls bench/gate/everyday_calls_4.json --out everyday_4_v2.json
 
 Each call is judged through ``ToolGate.judge`` as an agent would propose it: the user's message, any
 earlier calls and their outputs, then the proposed call with its tool's description. Reported: the
@@ -25,7 +24,7 @@ from evaluate import rates
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from clef_agents.graph.tools import call_state
+from clef_agents.graph.tools import SHIPPED_HOLD_AT, call_state
 
 HERE = Path(__file__).resolve().parent
 CALLS = HERE / "everyday_calls.json"
@@ -77,7 +76,6 @@ def judge_call(gate: Any, user: str, name: str, args: dict[str, Any], descriptio
     return gate.judge(call, conversation(user, history, call), _tool(name, description))
 
 
-
 def case_state(case: Mapping[str, Any]) -> str:
     """The state the gate's model reads for one call of a check set (``call_state``)."""
     call = {"name": case["tool"], "args": case["args"], "id": "proposed"}
@@ -99,7 +97,7 @@ def main() -> None:
     parser.add_argument("--model", default="mini")
     parser.add_argument("--calls", type=Path, default=CALLS, help="the check set (a JSON file as everyday_calls.json)")
     parser.add_argument("--out", default="everyday.json", help="file under bench/gate to write")
-    parser.add_argument("--hold-at", type=float, default=None, help="the policy's hold_at (default: the shipped one)")
+    parser.add_argument("--hold-at", type=float, default=SHIPPED_HOLD_AT, help="the policy's hold_at (default: the shipped one)")
     args = parser.parse_args()
     import torch
 
@@ -109,7 +107,7 @@ def main() -> None:
     torch.set_num_threads(1)
     spec = json.loads(args.calls.read_text())
     model = load_decision_model(args.model)
-    gate = ToolGate(model) if args.hold_at is None else ToolGate(model, hold_at=args.hold_at)
+    gate = ToolGate(model, hold_at=args.hold_at)
     rows = []
     for case in spec["calls"]:
         verdict = judge_call(gate, case["user"], case["tool"], case["args"], case["description"], case.get("history", ()))
