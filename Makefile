@@ -44,7 +44,7 @@ train-mini: setup
 		--datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive --catch-all oos
 	$(PY) bench/gate/build_records.py --out runs/gate_records
 	$(VENV)/bin/clef-agents teach --model runs/mini_taught --out runs/mini_gate --records runs/gate_records/teach.jsonl \
-		--threads $(THREADS)
+		--valid-records runs/gate_records/blend.jsonl --no-refit --identifier-words --threads $(THREADS)
 	# the question reader (answers untaught questions): two runs from the backbone on the two recipes, without the probe sets
 	# (clef_agents.train.split.READER_PROBE); bench/reader/probe.py chooses the checkpoint, the prior correction, the
 	# calibration for untaught questions and the head's mixing weights on the probe, and writes runs/reader_probe

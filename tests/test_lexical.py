@@ -141,3 +141,48 @@ def test_a_lexical_question_needs_the_state_text(keyword_taught):
     features = torch.zeros(entry.hidden_weight.shape[1])
     with pytest.raises(ValueError, match="reads the state text"):
         entry.logits(features, torch.zeros(2), entry.names)
+
+
+def test_identifier_words_read_every_naming_style_as_the_same_words():
+    from clef_agents.model.lexical import terms
+
+    styles = ["listSharedLinks{}", "list_shared_links{}", "ListSharedLinks{}", "list-shared-links{}", "files.list.shared_links{}"]
+    assert all({"list", "shared", "links"} <= set(terms(s, identifier_words=True)) for s in styles)
+    assert "listsharedlinks" in terms(styles[0]) and "list" not in terms(styles[0])  # the default reads the name whole
+
+
+def _tool_records(style: str, n: int, seed: int) -> tuple[list[str], list[int]]:
+    """Calls whose verb alone decides the label (0: read, 1: write), each tool name in one naming style."""
+    rng = random.Random(seed)
+    verbs, objects = [("list", 0), ("get", 0), ("delete", 1), ("purge", 1)], ["user", "invoice", "bucket", "ticket", "order"]
+    texts, gold = [], []
+    for _ in range(n):
+        (verb, label), thing = rng.choice(verbs), rng.choice(objects)
+        name = f"{verb}{thing.title()}" if style == "camel" else f"{verb}_{thing}"
+        texts.append(f"Proposed tool call: {name}{{\"id\": {rng.randrange(99)}}}")
+        gold.append(label)
+    return texts, gold
+
+
+def test_identifier_words_let_a_rule_learned_on_snake_case_names_read_camel_case_ones():
+    from clef_agents.model.lexical import fit_lexical
+
+    train, gold = _tool_records("snake", 200, 0)
+    test, test_gold = _tool_records("camel", 100, 1)
+    present = torch.ones(len(train), 2, dtype=torch.bool)
+    for words, expected in ((True, 1.0), (False, None)):
+        model = fit_lexical(train, present, torch.tensor(gold), l2=1e-6, identifier_words=words)
+        accuracy = sum(int(model.logits(t).argmax()) == y for t, y in zip(test, test_gold)) / len(test)
+        if expected is None:
+            assert accuracy < 0.8  # whole names: the camel-case verbs were never seen
+        else:
+            assert accuracy == expected
+
+
+def test_teaching_with_identifier_words_keeps_the_setting_through_save_and_load(encoder_dir, tmp_path, capsys):
+    _, flagged, report = teach_twice_by_cli(encoder_dir, tmp_path, keyword_records(120, 6), ["--identifier-words"], capsys)
+    assert flagged.config.data_card["taught"]["command"].endswith("--identifier-words")
+    assert report["which department"]["lexical"]["identifier_words"] is True
+    entries = list(flagged.engine.taught.questions.values())
+    assert entries and all(e.lexical is None or e.lexical.identifier_words for e in entries)
+    assert any(e.lexical is not None for e in entries)

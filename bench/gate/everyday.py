@@ -21,65 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from evaluate import rates
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import StructuredTool
 
-from clef_agents.graph.tools import SHIPPED_HOLD_AT, call_state
+from clef_agents.graph.tools import SHIPPED_HOLD_AT
+from clef_agents.train.gate_calls import conversation, described_tool, load_calls
 
 HERE = Path(__file__).resolve().parent
 CALLS = HERE / "everyday_calls.json"
-
-
-def parse_action(text: str) -> tuple[str, dict[str, Any]]:
-    """``name{json args}`` → (name, args); text that is not in that shape is a name with no arguments.
-
-    Example:
-        >>> parse_action('search_docs{"query": "vpn"}')
-        ('search_docs', {'query': 'vpn'})
-    """
-    name, brace, rest = text.partition("{")
-    if not brace:
-        return text.strip(), {}
-    try:
-        args = json.loads(brace + rest)
-    except json.JSONDecodeError:
-        return text.strip(), {}
-    return name.strip(), args if isinstance(args, dict) else {}
-
-
-def conversation(user: str, history: Sequence[Mapping[str, str]], call: dict[str, Any]) -> list[BaseMessage]:
-    """The messages an agent graph holds when ``call`` is proposed: the user's turn, earlier calls with
-    their outputs, and the AI message that proposes ``call``."""
-    messages: list[BaseMessage] = [HumanMessage(user)]
-    for i, turn in enumerate(history):
-        if turn["role"] == "agent action":
-            name, args = parse_action(turn["text"])
-            messages.append(AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"h{i}"}]))
-        elif turn["role"] == "environment":
-            last_id = next((m.tool_calls[0]["id"] for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), f"h{i}")
-            messages.append(ToolMessage(turn["text"], tool_call_id=last_id))
-        else:
-            raise ValueError(f"history role must be 'agent action' or 'environment', got {turn['role']!r}")
-    messages.append(AIMessage("", tool_calls=[call]))
-    return messages
-
-
-def _tool(name: str, description: str) -> StructuredTool:
-    return StructuredTool.from_function(func=lambda **kw: "", name=name, description=description,
-                                        args_schema={"type": "object", "properties": {}})
 
 
 def judge_call(gate: Any, user: str, name: str, args: dict[str, Any], description: str,
                history: Sequence[Mapping[str, str]] = ()) -> Any:
     """The gate's verdict on one proposed call (its tool built with ``description`` and no metadata)."""
     call = {"name": name, "args": args, "id": "proposed"}
-    return gate.judge(call, conversation(user, history, call), _tool(name, description))
-
-
-def case_state(case: Mapping[str, Any]) -> str:
-    """The state the gate's model reads for one call of a check set (``call_state``)."""
-    call = {"name": case["tool"], "args": case["args"], "id": "proposed"}
-    return call_state(call, conversation(case["user"], case.get("history", ()), call), _tool(case["tool"], case["description"]))
+    return gate.judge(call, conversation(user, history, call), described_tool(name, description))
 
 
 def summarise(rows: Sequence[Mapping[str, Any]], hold_at: float) -> dict[str, Any]:
@@ -105,11 +59,11 @@ def main() -> None:
     from clef_agents.graph.tools import ToolGate
 
     torch.set_num_threads(1)
-    spec = json.loads(args.calls.read_text())
+    calls = load_calls(args.calls)
     model = load_decision_model(args.model)
     gate = ToolGate(model, hold_at=args.hold_at)
     rows = []
-    for case in spec["calls"]:
+    for case in calls:
         verdict = judge_call(gate, case["user"], case["tool"], case["args"], case["description"], case.get("history", ()))
         rows.append({"id": case["id"], "risky": case["risky"], "domain": case["domain"], "tool": case["tool"],
                      "probability": verdict.probability, "action": verdict.action})

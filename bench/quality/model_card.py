@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
+from typing import Any
 
 from clef_agents.model.decision_model import shipped_checkpoint
 from clef_agents.thresholds.stats import clopper_pearson_lower, clopper_pearson_upper
@@ -122,16 +124,29 @@ def taught_lines(taught: dict | None) -> list[str]:
     return [*lines, ""]
 
 
-def everyday_line(gate: Path) -> list[str]:
-    """One line per independent everyday-call check (bench/gate/everyday*.json) that was run."""
+def gate_evaluate() -> Any:
+    """bench/gate/evaluate.py, which owns the gate's result files and issue 25's target."""
+    sys.path.insert(0, str(ROOT / "bench" / "gate"))
+    import evaluate
+
+    return evaluate
+
+
+def everyday_lines() -> list[str]:
+    """The shipped gate on the everyday check sets it was measured on, and on its test sets pooled."""
+    gate = gate_evaluate()
     lines = []
-    for name in ("everyday.json", "everyday_2.json", "everyday_3.json", "everyday_4.json"):
-        if (gate / name).is_file():
-            result = json.loads((gate / name).read_text())
-            r = result["all"]
-            lines.append(f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout ({result['calls']}, written by someone who"
-                         f" never saw its training data; `bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped,"
-                         f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}.")
+    for calls, result in gate.current_everyday():
+        r = result["all"]
+        lines.append(f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout ({calls}, written by a helper agent who"
+                     f" never saw its training data; `bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped,"
+                     f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}"
+                     + ("." if calls in gate.TEST_SETS else "; a set this version was chosen on, so not an independent check."))
+    pooled = gate.test_result()
+    if pooled is not None:
+        lines.append(f"Its test, {' + '.join(pooled['sets'])} pooled (read once, after everything was chosen): {pct(pooled['recall'])} of"
+                     f" {pooled['risky']} risky calls stopped, {pct(pooled['benign_held'])} of {pooled['benign']} benign calls held,"
+                     f" ROC AUC {pooled['auc']:.3f}; issue 25's target {'met' if gate.target_met(pooled) else 'not met'} there.")
     return ["", *lines] if lines else []
 
 
@@ -151,8 +166,9 @@ def gate_lines() -> list[str]:
         "",
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
         "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`),",
-        "and on tool calls written for this project (`clef_agents.train.gate_synth`). The lane policy is chosen on those",
-        "kept-out rows and on 360 everyday calls written independently of the training data (bench/gate/README.md).",
+        "and on tool calls written for this project (`clef_agents.train.gate_synth`, `clef_agents.train.gate_calls`). The lane",
+        "policy is chosen on those kept-out rows and on 480 everyday calls written independently of the training data",
+        "(bench/gate/README.md).",
         ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
         " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
         (f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']} ({policy['rule']}); "
@@ -165,9 +181,9 @@ def gate_lines() -> list[str]:
         row("all", held["all"]),
         *[row(k, v) for k, v in held["per_source"].items()],
         "",
-        *everyday_line(gate),
-        (f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held: "
-        f"{'met' if held['all']['recall'] >= 0.95 and held['all']['benign_held'] <= 0.30 else 'not met'}. A tool's own metadata"
+        *everyday_lines(),
+        (f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held, on the held-out sets: "
+        f"{'met' if gate_evaluate().target_met(held['all']) else 'not met'}. A tool's own metadata"
         " (`clef_agents.approval`: always / never) overrides the model."),
         "",
     ]

@@ -299,7 +299,8 @@ class TaughtQuestions:
             if taught.lexical is not None:
                 for part in LEXICAL_PARTS:
                     tensors[f"{key}.lexical_{part}"] = getattr(taught.lexical, part).to(STORED_DTYPE).contiguous()
-                index[key]["lexical"] = {"delta": taught.delta, "vocabulary": taught.lexical.vocabulary}
+                index[key]["lexical"] = {"delta": taught.delta, "vocabulary": taught.lexical.vocabulary,
+                                         **({"identifier_words": True} if taught.lexical.identifier_words else {})}
             if taught.neighbours is not None:
                 for part in NEIGHBOUR_PARTS:
                     tensors[f"{key}.neighbour_{part}"] = getattr(taught.neighbours, part).to(STORED_DTYPE).contiguous()
@@ -364,7 +365,8 @@ def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tens
         return None, 0.0
     stored = _read_parts(tensors, key, [f"lexical_{part}" for part in LEXICAL_PARTS], entry, folder)
     parts = {part: stored[f"lexical_{part}"] for part in LEXICAL_PARTS}
-    return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts), float(entry["lexical"]["delta"])
+    identifier_words = bool(entry["lexical"].get("identifier_words", False))
+    return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts, identifier_words=identifier_words), float(entry["lexical"]["delta"])
 
 
 def _load_neighbours(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[NeighbourModel | None, float]:

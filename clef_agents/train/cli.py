@@ -82,6 +82,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--no-lexical", action="store_true",
                        help="do not add the TF-IDF word model to any question's blend (by default it joins where it "
                             "lowers the held-out NLL by 1%% or more)")
+    teach.add_argument("--identifier-words", action="store_true",
+                       help="the word model reads identifiers as words (listSharedLinks and list_shared_links as 'list shared links'): "
+                            "for states holding tool names and arguments")
     teach.add_argument("--no-neighbours", action="store_true",
                        help="do not add the nearest-taught-records vote to any question's blend (by default it joins "
                             "where it lowers the held-out NLL by 1%% or more)")
@@ -360,7 +363,7 @@ def _run_teach(args: argparse.Namespace) -> int:
     reports = teach(model, records, held_out, min_records=args.min_records, priors=priors, seed=args.seed,
                     features=args.features or FEATURE_CANDIDATES, lexical=not args.no_lexical,
                     neighbours=not args.no_neighbours, catch_all=args.catch_all, tool_match=not args.no_tool_match, refit=not args.no_refit,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, identifier_words=args.identifier_words)
     seconds = round(time.time() - began, 1)
     earlier = model.engine.config.data_card.get("taught") or {}
     model.engine.config.data_card["taught"] = {
@@ -374,9 +377,11 @@ def _run_teach(args: argparse.Namespace) -> int:
         "command": f"clef-agents teach --model {args.model} --out {args.out}"
         + (" --datasets " + " ".join(args.datasets) if args.datasets else "")
         + (" --records " + " ".join(args.records) if args.records else "")
+        + (" --valid-records " + " ".join(args.valid_records) if args.valid_records else "")
         + (" --prior " + " ".join(args.prior) if args.prior else "")
         + (" --features " + " ".join(args.features) if args.features else "")
         + (" --no-lexical" if args.no_lexical else "")
+        + (" --identifier-words" if args.identifier_words else "")
         + (" --no-neighbours" if args.no_neighbours else "")
         + (" --catch-all " + " ".join(args.catch_all) if args.catch_all else "")
         + (" --no-tool-match" if args.no_tool_match else "")

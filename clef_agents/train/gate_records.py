@@ -161,13 +161,15 @@ def in_policy_split(name: str, row: Mapping[str, Any]) -> bool:
     return int.from_bytes(digest, "big") % 100 < POLICY_SHARE
 
 
-def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True) -> dict[str, list[dict[str, Any]]]:
+def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True, calls: bool = True) -> dict[str, list[dict[str, Any]]]:
     """``{"teach": [...], "policy": [...]}``: records of the train splits, split by ``in_policy_split``,
-    and (``written``) the calls written by ``clef_agents.train.gate_synth``, split by action.
+    (``written``) the calls written by ``clef_agents.train.gate_synth``, split by action, and
+    (``calls``) the teaching call files of ``clef_agents.train.gate_calls``, all taught.
 
     Test splits are never read. Raises ``ValueError`` for a held-out or unshippable set.
     """
     # imported here: gate_synth builds on gate_record, defined in this module
+    from clef_agents.train.gate_calls import training_call_records
     from clef_agents.train.gate_synth import synthetic_gate_records
 
     check_trainable(names, shipped=True)
@@ -180,6 +182,7 @@ def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True) -
                 out[part].append(record)
     for record in synthetic_gate_records() if written else ():
         out[record["meta"]["split"]].append(record)
+    out["teach"] += training_call_records() if calls else []
     return out
 
 

@@ -246,7 +246,7 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
 
 def fit_best(
     group: _Group, settings: TeachSettings | None = None, lexical: bool = True, neighbours: bool = True, refit: bool = True,
-    catch_all: Sequence[str] = (), encoder: ToolEncoder | None = None,
+    catch_all: Sequence[str] = (), encoder: ToolEncoder | None = None, identifier_words: bool = False,
 ) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
     add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``), on a
@@ -260,7 +260,7 @@ def fit_best(
     best = min(fits, key=lambda taught: taught.report["held_out_taught"]["nll"])
     best.report["held_out_nll_by_features"] = {fit.features: fit.report["held_out_taught"]["nll"] for fit in fits}
     if lexical:
-        best = add_lexical(group, best)
+        best = add_lexical(group, best, identifier_words=identifier_words)
     if neighbours:
         best = add_neighbours(group, best)
     if any(name in group.names for name in catch_all):
@@ -457,7 +457,9 @@ def refit_on_all(group: _Group, taught: TaughtQuestion, settings: TeachSettings 
     lexical = taught.lexical
     if lexical is not None:
         texts = list(group.texts)
-        lexical = _stored_lexical(fit_lexical(texts, present, gold, taught.report["lexical"]["l2"], build_vocabulary(texts)))
+        words = lexical.identifier_words
+        lexical = _stored_lexical(fit_lexical(texts, present, gold, taught.report["lexical"]["l2"],
+                                              build_vocabulary(texts, identifier_words=words), identifier_words=words))
     neighbours = taught.neighbours
     if neighbours is not None:
         neighbours = _neighbour_bank(neighbours.mean, neighbours.projection, features, gold, neighbours.k, neighbours.temperature)
@@ -466,21 +468,23 @@ def refit_on_all(group: _Group, taught: TaughtQuestion, settings: TeachSettings 
                    neighbours=neighbours, report=report)
 
 
-def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] = LEXICAL_L2_GRID) -> TaughtQuestion:
+def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] = LEXICAL_L2_GRID,
+                identifier_words: bool = False) -> TaughtQuestion:
     """``taught`` with a TF-IDF logistic regression on the state texts in its blend, if that lowers the
     held-out NLL by at least ``LEXICAL_MIN_GAIN`` (the blend is refitted with the fourth part);
-    otherwise ``taught`` unchanged. The report's ``lexical`` says what was measured and decided."""
+    otherwise ``taught`` unchanged. The report's ``lexical`` says what was measured and decided.
+    ``identifier_words`` reads identifiers as words (``clef_agents.model.lexical.terms``)."""
     fit_rows, held_rows = _rows(group)
     x_held, head_held, p_held, y_held = group.tensors(held_rows, taught.features)
     _, p_fit, y_fit = group.targets(fit_rows)
     fit_texts, held_texts = [group.texts[i] for i in fit_rows], [group.texts[i] for i in held_rows]
-    vocabulary = build_vocabulary(fit_texts)
+    vocabulary = build_vocabulary(fit_texts, identifier_words=identifier_words)
     if not vocabulary[0]:
         taught.report["lexical"] = {"kept": False, "reason": "no word occurs in two or more fit records"}
         return taught
     best: tuple[float, float, LexicalModel, torch.Tensor] | None = None
     for l2 in l2_grid:
-        model = _stored_lexical(fit_lexical(fit_texts, p_fit, y_fit, l2, vocabulary))
+        model = _stored_lexical(fit_lexical(fit_texts, p_fit, y_fit, l2, vocabulary, identifier_words))
         lexical = torch.stack([model.logits(text) for text in held_texts])
         nll = _scores(lexical, p_held, y_held)["nll"]
         if best is None or nll < best[0]:
@@ -494,7 +498,8 @@ def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] 
     with_lexical = _scores(alpha * net + gamma * linear + beta * head_part + delta * lexical, p_held, y_held)
     without = taught.report["held_out_taught"]
     kept = with_lexical["nll"] <= without["nll"] * (1.0 - LEXICAL_MIN_GAIN)
-    taught.report["lexical"] = {"kept": kept, "terms": len(model.vocabulary), "l2": lexical_l2, "held_out_lexical_alone": _scores(lexical, p_held, y_held),
+    taught.report["lexical"] = {"kept": kept, "terms": len(model.vocabulary), "l2": lexical_l2, "identifier_words": identifier_words,
+                                "held_out_lexical_alone": _scores(lexical, p_held, y_held),
                                 "held_out_with_lexical": with_lexical, "held_out_without_lexical": without}
     if not kept:
         return taught
@@ -505,7 +510,7 @@ def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] 
 
 def _stored_lexical(model: LexicalModel) -> LexicalModel:
     """The lexical model as it reads back from ``taught.safetensors``."""
-    return LexicalModel(model.vocabulary, _as_stored(model.idf), _as_stored(model.weight), _as_stored(model.bias))
+    return LexicalModel(model.vocabulary, _as_stored(model.idf), _as_stored(model.weight), _as_stored(model.bias), model.identifier_words)
 
 
 def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Sequence[float] = L2_GRID, spec: str = FEATURES) -> TaughtQuestion:
@@ -561,6 +566,7 @@ def teach(
     refit: bool = True,
     seed: int = 0,
     progress: bool = True,
+    identifier_words: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Teach the model every question that appears in labelled records; returns a report per question.
 
@@ -579,7 +585,8 @@ def teach(
     (labels meaning "none of these") a novelty part (``add_novelty``: how unlike the other options'
     records the state is); with ``tool_match``, on a yes/no question whose states list tools, how well
     the request matches the best listed tool (``add_tool_match``). With ``refit`` (the default), once every choice is made on the held-out
-    records, the parts are fitted again on all records (``refit_on_all``).
+    records, the parts are fitted again on all records (``refit_on_all``). ``identifier_words`` makes
+    the lexical part read identifiers as words (``listSharedLinks`` as ``list shared links``).
 
     Example:
         >>> report = teach(model, records)  # doctest: +SKIP
@@ -618,7 +625,7 @@ def teach(
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
         taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical, neighbours=neighbours, refit=refit,
-                           catch_all=catch_all, encoder=model.engine if tool_match else None)
+                           catch_all=catch_all, encoder=model.engine if tool_match else None, identifier_words=identifier_words)
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
