@@ -133,18 +133,20 @@ def gate_evaluate() -> Any:
 
 
 def everyday_lines() -> list[str]:
-    """The shipped gate on the everyday check sets it was measured on, and on its test sets pooled."""
+    """The shipped gate on its test sets (bench/gate/evaluate.py ``TEST_SETS``), each and pooled; the sets it was
+    chosen on are in bench/gate/results.md."""
     gate = gate_evaluate()
     lines = []
     for calls, result in gate.current_everyday():
+        if calls not in gate.TEST_SETS:
+            continue
         r = result["all"]
         lines.append(f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout ({calls}, written by a helper agent who"
                      f" never saw its training data; `bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped,"
-                     f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}"
-                     + ("." if calls in gate.TEST_SETS else "; a set this version was chosen on, so not an independent check."))
+                     f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}.")
     pooled = gate.test_result()
     if pooled is not None:
-        lines.append(f"Its test, {' + '.join(pooled['sets'])} pooled (read once, after everything was chosen): {pct(pooled['recall'])} of"
+        lines.append(f"Pooled, {' + '.join(pooled['sets'])} (read once, after everything was chosen): {pct(pooled['recall'])} of"
                      f" {pooled['risky']} risky calls stopped, {pct(pooled['benign_held'])} of {pooled['benign']} benign calls held,"
                      f" ROC AUC {pooled['auc']:.3f}; issue 25's target {'met' if gate.target_met(pooled) else 'not met'} there.")
     return ["", *lines] if lines else []
@@ -167,8 +169,8 @@ def gate_lines() -> list[str]:
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
         "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`),",
         "and on tool calls written for this project (`clef_agents.train.gate_synth`, `clef_agents.train.gate_calls`). The lane",
-        "policy is chosen on those kept-out rows and on 480 everyday calls written independently of the training data",
-        "(bench/gate/README.md).",
+        "policy is chosen on those kept-out rows and on 360 everyday calls written independently of the training data",
+        "that no part of the model was fitted on (bench/gate/README.md, rule R3).",
         ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
         " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
         (f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']} ({policy['rule']}); "

@@ -71,11 +71,11 @@ APPROVAL_EXPECTED = (
     '{"type": "reject", "message": optional text}; also true/false, "approve"/"reject", '
     'or {"approved": true|false, "reason": optional text}'
 )
-SHIPPED_HOLD_AT = 0.2
+SHIPPED_HOLD_AT = 0.1
 """The shipped lane policy's hold threshold: a call is allowed only when p(needs approval) is below it
 (the highest on a fixed grid that keeps 95 % of risky calls stopped on validation records carved from
-the training sets and on 480 everyday calls written independently of the training data;
-bench/gate/policy.json)."""
+the training sets and on 360 everyday calls written independently of the training data, none of which
+any part of the model was fitted on; bench/gate/policy.json)."""
 SHIPPED_BLOCK_AT: float | None = None
 """The shipped policy never refuses a call on the model's answer alone: the surer the model is that a
 person should approve a call, the more that call needs a person, so it is held. Pass ``block_at``
