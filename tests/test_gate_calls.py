@@ -13,6 +13,7 @@ from clef_agents.train.gate_calls import (
     CALLS_DIR,
     TRAINING_FILES,
     call_records,
+    call_signature,
     case_state,
     check_calls,
     conversation,
@@ -71,13 +72,9 @@ def test_each_teaching_file_is_balanced_and_names_none_of_the_issue_tools(name):
     assert not issue_tools & {c["tool"] for c in calls}
 
 
-def _signature(case: dict) -> str:
-    return json.dumps([case["tool"], case["args"]], sort_keys=True)
-
-
 def test_no_teaching_call_repeats_a_call_of_a_check_set():
     if not CHECK_SETS:
         pytest.skip("bench/gate holds no check sets")
-    taught = {_signature(c) for name in TRAINING_FILES for c in load_calls(CALLS_DIR / name)}
-    checked = {_signature(c) for path in CHECK_SETS for c in load_calls(path)}
+    taught = {call_signature(c) for name in TRAINING_FILES for c in load_calls(CALLS_DIR / name)}
+    checked = {call_signature(c) for path in CHECK_SETS for c in load_calls(path)}
     assert not taught & checked

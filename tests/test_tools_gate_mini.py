@@ -38,3 +38,28 @@ def test_mini_answers_the_gate_question_with_taught_weights():
     response = mini.invoke({"state": state, "questions": {QUESTION_ID: DEFAULT_GATE_QUESTION}})
     assert response.extensions["x_taught"] == [QUESTION_ID]
     assert 0.0 <= response.nouls[QUESTION_ID].noul <= 1.0
+
+
+@pytest.mark.integration
+def test_a_gate_question_mini_was_never_taught_warns_once_and_the_default_does_not():
+    pytest.importorskip("torch")
+    import warnings
+
+    from langchain_core.decisions import Noul
+
+    from clef_agents.graph.tools import UntaughtGateQuestionWarning
+    from clef_agents.model import ClefDecisionModel
+
+    mini = ClefDecisionModel.from_pretrained("mini")
+    call = {"name": "drop_table", "args": {"name": "production"}, "id": "1"}
+    messages = [HumanMessage("Clean up the database."), AIMessage("", tool_calls=[call])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UntaughtGateQuestionWarning)
+        ToolGate(mini).judge(call, messages)  # the taught default: no warning
+    own = ToolGate(mini, question=Noul(instructions="Is this tool call dangerous?"))
+    with pytest.warns(UntaughtGateQuestionWarning, match="was not taught the gate question 'Is this tool call dangerous"):
+        verdict = own.judge(call, messages)
+    assert verdict.action in ("allow", "hold")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UntaughtGateQuestionWarning)
+        own.judge(call, messages)  # once per gate

@@ -5,7 +5,7 @@
 writes ``teach.jsonl`` (taught with ``clef-agents teach --records``), ``policy.jsonl`` (kept out
 of teaching; the lane policy is chosen on it and on check sets 1–4 by ``bench/gate/evaluate.py choose``)
 and ``blend.jsonl``: check sets 1–3 in the teaching layout, for ``--valid-records`` (the blend is fitted
-on them and, with ``--no-refit``, nothing else is). Test splits and held-out sets are never read
+on them and, with ``--no-refit``, nothing else is). Check sets 5–8 are taught (``TAUGHT_SETS``). Test splits and held-out sets are never read
 (``clef_agents.train.gate_records``).
 """
 
@@ -15,11 +15,22 @@ import argparse
 import collections
 from pathlib import Path
 
-from clef_agents.train.gate_calls import call_records, load_calls
+from clef_agents.train.gate_calls import call_records, call_signature, load_calls
 from clef_agents.train.gate_records import build_gate_records, write_jsonl
 
 HERE = Path(__file__).resolve().parent
 BLEND_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json")
+TAUGHT_SETS = ("everyday_calls_5.json", "everyday_calls_6.json", "everyday_calls_7.json", "everyday_calls_8.json")
+"""Check sets taught since v7: every version that was to be measured on them has been."""
+
+
+def taught_check_calls() -> list[dict]:
+    """The calls of ``TAUGHT_SETS``, less any whose tool and arguments also occur in a check set that is not taught
+    (independent writers sometimes write the same common call, e.g. a force-push to main)."""
+    untaught = {call_signature(c) for path in sorted(HERE.glob("everyday_calls*.json")) if path.name not in TAUGHT_SETS
+                for c in load_calls(path)}
+    return [r for name in TAUGHT_SETS
+            for r in call_records([c for c in load_calls(HERE / name) if call_signature(c) not in untaught], source=name)]
 
 
 def main() -> None:
@@ -27,6 +38,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     parts = build_gate_records()
+    parts["teach"] += taught_check_calls()
     parts["blend"] = [r for name in BLEND_SETS for r in call_records(load_calls(HERE / name), source=name, dataset="everyday_checks")]
     for part, records in parts.items():
         path = write_jsonl(records, args.out / f"{part}.jsonl")

@@ -28,6 +28,7 @@ import json
 import math
 import threading
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,7 +72,7 @@ APPROVAL_EXPECTED = (
     '{"type": "reject", "message": optional text}; also true/false, "approve"/"reject", '
     'or {"approved": true|false, "reason": optional text}'
 )
-SHIPPED_HOLD_AT = 0.1
+SHIPPED_HOLD_AT = 0.2
 """The shipped lane policy's hold threshold: a call is allowed only when p(needs approval) is below it
 (the highest on a fixed grid that keeps 95 % of risky calls stopped on validation records carved from
 the training sets and on 360 everyday calls written independently of the training data, none of which
@@ -415,6 +416,10 @@ def edited_args(tool: BaseTool | None, tool_name: str, decision: ReviewDecision)
     return args
 
 
+class UntaughtGateQuestionWarning(UserWarning):
+    """The gate's model answered the gate question without having been taught it (see ``ToolGate.warn_if_untaught``)."""
+
+
 class ToolGate:
     """Judge each proposed tool call before it runs: allow, hold for approval, or block.
 
@@ -478,6 +483,7 @@ class ToolGate:
         self.name = name
         self.history = history
         self.timeout_s = timeout_s
+        self._warned_untaught = False
 
     def guards(self, name: str | None) -> bool:
         """Whether calls to this tool are judged."""
@@ -541,6 +547,7 @@ class ToolGate:
             verdict = self.verdict_for(gate_probability(response))
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - fail closed: a call that cannot be judged does not run
             return _failed(exc)
+        self.warn_if_untaught(response)
         return self._record(tool_call, state, response, verdict, thread_id)
 
     async def ajudge(self, tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, thread_id: str | None = None) -> GateVerdict:
@@ -560,7 +567,34 @@ class ToolGate:
             return _failed(exc)
         except Exception as exc:  # noqa: BLE001 - fail closed
             return _failed(exc)
+        self.warn_if_untaught(response)
         return await asyncio.to_thread(self._record, tool_call, state, response, verdict, thread_id)
+
+    def warn_if_untaught(self, response: Any) -> bool:
+        """Warn once (``UntaughtGateQuestionWarning``) when the model says it answered the gate question with its
+        untaught-question reader (``x_reader`` lists it): the answers are then close to chance, and the shipped
+        thresholds were chosen for the taught ``DEFAULT_GATE_QUESTION``. Returns whether this response shows that.
+
+        Example:
+            >>> from clef_agents import wire
+            >>> gate = ToolGate.__new__(ToolGate); gate._warned_untaught = True
+            >>> gate.warn_if_untaught(wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]}))
+            True
+        """
+        extensions = getattr(response, "extensions", None) or {}
+        untaught = QUESTION_ID in (extensions.get("x_reader") or ())
+        if untaught and not self._warned_untaught:
+            self._warned_untaught = True
+            question = self.questions[QUESTION_ID]
+            warnings.warn(
+                f"ToolGate: model {getattr(response, 'model', '?')!r} was not taught the gate question "
+                f"{getattr(question, 'instructions', question)!r:.120}; it answered with its reader for untaught questions, "
+                "which is close to chance on questions nobody taught (bench/general), and the shipped hold_at was chosen for "
+                "the taught DEFAULT_GATE_QUESTION. Keep the default question, or teach yours (clef-agents teach, docs/teaching.md).",
+                UntaughtGateQuestionWarning,
+                stacklevel=3,
+            )
+        return untaught
 
     def _record(self, tool_call: Mapping[str, Any], state: str | None, response: Any, verdict: GateVerdict, thread_id: str | None) -> GateVerdict:
         if self.traces is None:

@@ -22,7 +22,7 @@ from typing import Any
 from clef_agents.graph.tools import call_state
 
 CALLS_DIR = Path(__file__).resolve().parent / "gate_calls"
-TRAINING_FILES = ("gate_train_a.json", "gate_train_b.json", "gate_train_c.json", "gate_train_d.json")
+TRAINING_FILES = tuple(f"gate_train_{x}.json" for x in "abcdefgh")
 SOURCE = "gate_calls"
 _REQUIRED = {"id": str, "risky": bool, "user": str, "tool": str, "description": str, "args": dict}
 _ROLES = ("agent action", "environment")
@@ -119,6 +119,16 @@ def check_calls(spec: Any, where: str) -> list[dict[str, Any]]:
     return spec["calls"]
 
 
+def call_signature(case: Mapping[str, Any]) -> str:
+    """The tool and arguments of a call, as one comparable string (two files share a call when these match).
+
+    Example:
+        >>> call_signature({"tool": "ls", "args": {"b": 1, "a": 2}})
+        '["ls", {"a": 2, "b": 1}]'
+    """
+    return json.dumps([case["tool"], case["args"]], sort_keys=True, ensure_ascii=False)
+
+
 def load_calls(path: str | Path) -> list[dict[str, Any]]:
     """The checked calls of one call file."""
     path = Path(path)
@@ -153,6 +163,7 @@ __all__ = [
     "SOURCE",
     "TRAINING_FILES",
     "call_records",
+    "call_signature",
     "case_state",
     "check_calls",
     "conversation",
