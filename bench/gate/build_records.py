@@ -24,11 +24,16 @@ TAUGHT_SETS = ("everyday_calls_5.json", "everyday_calls_6.json", "everyday_calls
 """Check sets taught since v7: every version that was to be measured on them has been."""
 
 
+KEPT_APART = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json", "everyday_calls_4.json",
+              "everyday_calls_9.json", "everyday_calls_10.json", "everyday_calls_11.json", "everyday_calls_12.json")
+"""The untaught check sets that existed when v7 was taught: no call of theirs is taught. A set written later (13, 14)
+joins this list in the version that is measured on it (set 14 shares three calls with sets 6 and 7)."""
+
+
 def taught_check_calls() -> list[dict]:
-    """The calls of ``TAUGHT_SETS``, less any whose tool and arguments also occur in a check set that is not taught
+    """The calls of ``TAUGHT_SETS``, less any whose tool and arguments also occur in a set of ``KEPT_APART``
     (independent writers sometimes write the same common call, e.g. a force-push to main)."""
-    untaught = {call_signature(c) for path in sorted(HERE.glob("everyday_calls*.json")) if path.name not in TAUGHT_SETS
-                for c in load_calls(path)}
+    untaught = {call_signature(c) for name in KEPT_APART for c in load_calls(HERE / name)}
     return [r for name in TAUGHT_SETS
             for r in call_records([c for c in load_calls(HERE / name) if call_signature(c) not in untaught], source=name)]
 

@@ -302,7 +302,7 @@ OTHERS = (
 CROSS = (("v6", "v7", "policy_v6_on_v7_records.json"), ("v5", "v6", "policy_v5_on_v6_records.json"), ("v3", "v5", "policy_rule2.json"), ("v3", "v4", "policy_v3_on_v4_records.json"), ("v2", "v3", "policy_v2_on_v3_records.json"),
          ("v1", "v2", "policy_v1_on_v2_records.json"))
 """An earlier version scored on the next version's policy records (the adoption comparisons)."""
-EVERYDAY_SETS = tuple(f"everyday_calls{'' if n == 1 else f'_{n}'}.json" for n in range(1, 13))
+EVERYDAY_SETS = tuple(f"everyday_calls{'' if n == 1 else f'_{n}'}.json" for n in range(1, 15))
 """The independent check sets, oldest first; everyday<_n>[_<version>].json are the gate's results on them."""
 TEST_SETS = ("everyday_calls_9.json", "everyday_calls_10.json")
 """The check sets the current version and policy were measured on once, never read before (issue 25's target is
