@@ -307,8 +307,8 @@ EVERYDAY_SETS = tuple(f"everyday_calls{'' if n == 1 else f'_{n}'}.json" for n in
 TEST_SETS = ("everyday_calls_9.json", "everyday_calls_10.json")
 """The check sets the current version and policy were measured on once, never read before (issue 25's target is
 read on them pooled). v6's were sets 7 and 8 (under R2: 5 and 6)."""
-TEST_NOTE = ("Sets 9 and 10 were written from the same brief as check sets 5–8, which v7 is taught on, so they test calls of a"
-             " kind v7 was taught; v6 under R3, taught on none of sets 5–8, met the same target on sets 7 + 8 (98.3 % stopped,"
+TEST_NOTE = ("Sets 9 and 10 were written from the same brief as check sets 6–8 (set 5, from stop 32, much alike), and v7 is"
+             " taught on sets 5–8, so they test calls of a kind v7 was taught; v6 under R3, taught on none of sets 5–8, met the same target on sets 7 + 8 (98.3 % stopped,"
              " 15.8 % held; everyday_7_v6.json, everyday_8_v6.json).")
 """What the test sets can and cannot say about the current version."""
 CANDIDATES = (
