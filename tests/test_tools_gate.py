@@ -646,3 +646,21 @@ def test_agent_middleware_runs_a_call_allowed_beside_a_held_one_once():
     out = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("mwr"))
     assert sorted(RAN) == ["pay ann 5.0", "pay bob 100.0"] and out["messages"][-1].content == "Done."
     assert len(model.calls) == 2
+
+
+def test_an_untaught_gate_question_warns_once_per_gate_and_a_taught_one_never():
+    import warnings
+
+    from clef_agents import wire
+    from clef_agents.graph.tools import UntaughtGateQuestionWarning
+
+    gate = ToolGate(FakeDecisionModel())
+    untaught = wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]})
+    taught = wire.DecisionResponse(model="m", answers={}, extensions={"x_taught": [QUESTION_ID]})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert gate.warn_if_untaught(taught) is False
+        assert gate.warn_if_untaught(untaught) is True
+        assert gate.warn_if_untaught(untaught) is True
+    assert [w.category for w in seen] == [UntaughtGateQuestionWarning]
+    assert "not taught the gate question" in str(seen[0].message)

@@ -576,10 +576,16 @@ class ToolGate:
         thresholds were chosen for the taught ``DEFAULT_GATE_QUESTION``. Returns whether this response shows that.
 
         Example:
+            >>> import warnings
             >>> from clef_agents import wire
-            >>> gate = ToolGate.__new__(ToolGate); gate._warned_untaught = True
-            >>> gate.warn_if_untaught(wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]}))
+            >>> from clef_agents.testing import FakeDecisionModel
+            >>> gate = ToolGate(FakeDecisionModel())
+            >>> with warnings.catch_warnings(record=True) as seen:
+            ...     warnings.simplefilter("always")
+            ...     gate.warn_if_untaught(wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]}))
             True
+            >>> [w.category.__name__ for w in seen]
+            ['UntaughtGateQuestionWarning']
         """
         extensions = getattr(response, "extensions", None) or {}
         untaught = QUESTION_ID in (extensions.get("x_reader") or ())
