@@ -2,11 +2,11 @@
 
     CLEF_AGENTS_DATA=../shared/data python bench/gate/build_records.py --out runs/gate_records
 
-writes ``teach.jsonl`` (taught with ``clef-agents teach --records``), ``policy.jsonl`` (kept out
-of teaching; the lane policy is chosen on it and on check sets 1–4 by ``bench/gate/evaluate.py choose``)
-and ``blend.jsonl``: check sets 1–3 in the teaching layout, for ``--valid-records`` (the blend is fitted
-on them and, with ``--no-refit``, nothing else is). Check sets 5–8 are taught (``TAUGHT_SETS``). Test splits and held-out sets are never read
-(``clef_agents.train.gate_records``).
+writes ``teach.jsonl`` (taught with ``clef-agents teach --records``; with check sets 5–8, ``TAUGHT_SETS``),
+``policy.jsonl`` (kept out of teaching; the lane policy is chosen on it and on check sets 4, 11 and 12 by
+``bench/gate/evaluate.py choose``) and ``blend.jsonl``: check sets 1–3 in the teaching layout, for
+``--valid-records`` (the blend is fitted on them and, with ``--no-refit``, nothing else is). Test splits and
+held-out sets are never read (``clef_agents.train.gate_records``).
 """
 
 from __future__ import annotations

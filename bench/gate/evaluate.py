@@ -38,6 +38,7 @@ from clef_agents.graph.tools import (
     gate_probability,
 )
 from clef_agents.train.datasets import data_root
+from clef_agents.train.gate_calls import call_records, load_calls
 from clef_agents.train.gate_records import build_gate_records, interaction_state
 from clef_agents.train.split import HELD_OUT
 
@@ -117,21 +118,15 @@ def load_model(spec: str) -> Any:
     return load_decision_model(spec)
 
 
-POLICY_CHECK_SETS = ("everyday_calls_4.json", "everyday_calls_5.json", "everyday_calls_6.json")
-"""Check sets used as policy records (source ``everyday_checks``): the sets no part of the shipped model was fitted
-on and that no later measurement needs. Sets 1-3 from v5 to v6 under R2 (v3 had been measured on them; set 4 joined
-with v6), sets 4-6 since R3 (v6's blend was fitted on sets 1-3; v6 had been measured on 5 and 6)."""
+POLICY_CHECK_SETS = ("everyday_calls_4.json", "everyday_calls_11.json", "everyday_calls_12.json")
+"""Check sets used as policy records (source ``everyday_checks``) for the shipped version: under rule R3, sets no part
+of the model was fitted on and that no later measurement needs (v7: sets 4, 11 and 12; v6 under R3: 4-6; v5 and v6
+under R2: 1-3 and 1-4; ``choose --check-sets`` names others)."""
 
 
 def everyday_policy_records(names: Sequence[str] = POLICY_CHECK_SETS) -> list[dict[str, Any]]:
     """The calls of the check sets ``names`` as gate records of the source ``everyday_checks``."""
-    from clef_agents.train.gate_calls import case_state
-
-    return [
-        {"state": case_state(case), "labels": {QUESTION_ID: bool(case["risky"])}, "meta": {"dataset": "everyday_checks", "set": name, "id": case["id"]}}
-        for name in names
-        for case in _load(name)["calls"]
-    ]
+    return [r for name in names for r in call_records(load_calls(HERE / name), source=name, dataset="everyday_checks")]
 
 
 def call_sources(records: Sequence[dict[str, Any]]) -> list[str]:
@@ -473,7 +468,7 @@ def _test_lines() -> list[str]:
 
 
 def _candidate_lines() -> list[str]:
-    """The current version's candidates on its dev set (``CANDIDATES``)."""
+    """v6's candidates on its dev set (``CANDIDATES``)."""
     present = [(name, _load(f), how) for name, f, how in CANDIDATES if (HERE / f).is_file()]
     if not present:
         return []
