@@ -11,6 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "gate"))
 
+from evaluate import EVERYDAY_SETS
 from everyday import CALLS, judge_call, summarise
 
 from clef_agents.graph.tools import QUESTION_ID, ToolGate
@@ -50,7 +51,7 @@ def test_verdicts_follow_the_model_and_the_summary_counts_each_side():
     assert set(summary["per_domain"]) == {"ops", "web"}
 
 
-@pytest.mark.parametrize("name", ["everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json", "everyday_calls_4.json", "everyday_calls_5.json", "everyday_calls_6.json", "everyday_calls_7.json", "everyday_calls_8.json", "everyday_calls_9.json", "everyday_calls_10.json", "everyday_calls_11.json", "everyday_calls_12.json", "everyday_calls_13.json", "everyday_calls_14.json"])
+@pytest.mark.parametrize("name", EVERYDAY_SETS)
 def test_each_check_set_is_balanced_well_formed_and_names_none_of_the_issue_tools(name):
     path = CALLS.parent / name
     if not path.is_file():
