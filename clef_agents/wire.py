@@ -660,10 +660,16 @@ def label_index(question: TextQuestion, label: Any) -> int:
             return int(label)
     elif isinstance(label, str) and label in question.criteria:
         return names.index(label)
-    raise ValueError(f"label {label!r} is not legal here; allowed: {_allowed(question)}")
+    raise ValueError(f"label {label!r} is not legal here; allowed: {allowed_labels(question)}")
 
 
-def _allowed(question: TextQuestion) -> str:
+def allowed_labels(question: TextQuestion) -> str:
+    """The labels a question accepts, as one readable line for error messages.
+
+    Example:
+        >>> allowed_labels(Noul(instructions="Spam?"))
+        'true/false (or yes/no)'
+    """
     if isinstance(question, Noul):
         return "true/false (or yes/no)"
     names = option_names(question)

@@ -122,7 +122,7 @@ def test_read_timeouts_are_not_retried() -> None:
 
 def test_backoff_grows_exponentially() -> None:
     remote = RemoteDecisionModel(backoff_s=0.1)
-    delays = [remote._delay(a) for a in range(4)]
+    delays = [remote.retry_delay(a) for a in range(4)]
     assert all(0.05 * 2**a <= d <= 0.1 * 2**a for a, d in enumerate(delays))
 
 

@@ -162,7 +162,13 @@ class RemoteDecisionModel(BaseDecisionModel):
         wire.check_state(state, finite=True)
         return wire.request_to_wire(state, wire.validate_questions(questions), model=self.model)
 
-    def _delay(self, attempt: int) -> float:
+    def retry_delay(self, attempt: int) -> float:
+        """Seconds to wait before retry ``attempt`` (0-based): ``backoff_s * 2**attempt``, jittered down by up to half.
+
+        Example:
+            >>> 0.05 <= RemoteDecisionModel(backoff_s=0.1).retry_delay(0) <= 0.1
+            True
+        """
         return self.backoff_s * (2**attempt) * (0.5 + random.random() / 2)
 
     def _classify(self, state: State, questions: dict[str, Question]) -> ClassifierResponse:
@@ -174,10 +180,10 @@ class RemoteDecisionModel(BaseDecisionModel):
             except RETRYABLE_ERRORS:
                 if last:
                     raise
-                time.sleep(self._delay(attempt))
+                time.sleep(self.retry_delay(attempt))
                 continue
             if response.status_code >= 500 and not last:
-                time.sleep(self._delay(attempt))
+                time.sleep(self.retry_delay(attempt))
                 continue
             return self._parse(response)
         raise AssertionError("unreachable")
@@ -191,10 +197,10 @@ class RemoteDecisionModel(BaseDecisionModel):
             except RETRYABLE_ERRORS:
                 if last:
                     raise
-                await asyncio.sleep(self._delay(attempt))
+                await asyncio.sleep(self.retry_delay(attempt))
                 continue
             if response.status_code >= 500 and not last:
-                await asyncio.sleep(self._delay(attempt))
+                await asyncio.sleep(self.retry_delay(attempt))
                 continue
             return self._parse(response)
         raise AssertionError("unreachable")

@@ -147,7 +147,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
         loss.backward()
         torch.nn.utils.clip_grad_norm_(body + heads, 1.0)
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         bar.update(1)
         if (step + 1) % 50 == 0:
             mean = sum(losses[-50:]) / len(losses[-50:])

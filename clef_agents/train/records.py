@@ -237,7 +237,7 @@ def _check_record(
     for qid, question in questions.items():
         if qid not in given:
             if require_all_labels:
-                errors.append(RecordError(index, qid, f"label missing; allowed: {_allowed(question)}"))
+                errors.append(RecordError(index, qid, f"label missing; allowed: {wire.allowed_labels(question)}"))
             continue
         try:
             labels[qid] = canonical_label(question, given[qid])
@@ -273,7 +273,3 @@ def _question_error(index: int, error: Mapping[str, Any]) -> RecordError:
     detail = ".".join(str(part) for part in loc[2:])
     return RecordError(index, qid, f"{detail}: {error['msg']}" if detail else error["msg"])
 
-
-def _allowed(question: wire.TextQuestion) -> str:
-    # wire owns the wording of "allowed" lists; reuse it so messages read the same everywhere.
-    return wire._allowed(question)
