@@ -343,3 +343,50 @@ def test_the_wide_probe_asks_every_question_type_on_trainable_sets_only():
     assert {type(q) for _, q, _, _ in items} == {wire.Noul, wire.Choice, wire.Score}
     assert not {meta["dataset"] for _, _, _, meta in items} & set(HELD_OUT)
     assert [(s, g) for s, _, g, _ in wide_probe_items(rows_per_set=4)] == [(s, g) for s, _, g, _ in items]
+
+
+def test_train_reader_learns_from_staged_records_and_keeps_every_checkpoint(tiny_folder, tmp_path):
+    from clef_agents.train.reader import train_reader
+    from clef_agents.train.records import read_records, write_records
+
+    write_records(tmp_path / "train.jsonl", [{**r, "meta": {"dataset": "toy"}} for r in toy_records(40, seed=0)])
+    staged = read_records(tmp_path / "train.jsonl")
+    config = ReaderConfig(backbone=str(tiny_folder), max_tokens=64, max_question_tokens=8, max_option_tokens=4)
+    summary = train_reader(tmp_path / "run", steps=4, batch_size=8, records=staged, valid_records=toy_records(30, seed=5),
+                           config=config, device="cpu", progress=False, save_every=2, keep_every=2)
+    assert (summary["staged"], summary["records"], summary["sets"], summary["device"], summary["steps"]) == (True, 80, ["toy"], "cpu", 4)
+    assert summary["calibration"]["fitted_on"] == {"nouls": 30, "choices": 30, "scores": 0}
+    for kept in ("step2", "step4", "last", "final"):
+        assert QuestionReader.exists(tmp_path / "run" / kept), kept
+    reloaded = QuestionReader.load(tmp_path / "run" / "final")
+    assert reloaded.config.trained_on["records"] == 80 and reloaded.config.calibration.fitted_on["nouls"] == 30
+    with pytest.raises(ValueError, match="no training records"):
+        train_reader(tmp_path / "empty", steps=1, records=[], config=config, device="cpu", progress=False)
+
+
+def test_the_cli_parses_staged_reader_training_and_the_staging_command():
+    from clef_agents.cli import build_parser
+
+    args = build_parser().parse_args(["train-reader", "--out", "r", "--records", "a.jsonl", "b.jsonl", "--valid-records", "v.jsonl",
+                                      "--device", "cuda"])
+    assert (args.records, args.valid_records, args.device) == (["a.jsonl", "b.jsonl"], ["v.jsonl"], "cuda")
+    staged = build_parser().parse_args(["reader-records", "--out", "s.jsonl", "--per-set", "10", "--split", "valid"])
+    assert (staged.out, staged.per_set, staged.split, staged.exclude, staged.data_version) == ("s.jsonl", 10, "valid", ["banking77"], 2)
+    assert staged.func.__name__ == "_run_reader_records"
+
+
+def test_reader_records_writes_a_draw_that_train_reader_reads_back(tmp_path, capsys):
+    from clef_agents.cli import main
+    from clef_agents.train import datasets
+    from clef_agents.train.records import read_records
+
+    try:
+        datasets.data_root()
+    except FileNotFoundError:
+        pytest.skip("shared data folder not found (set CLEF_AGENTS_DATA)")
+    out = tmp_path / "staged" / "valid.jsonl"
+    assert main(["reader-records", "--out", str(out), "--split", "valid", "--per-set", "4", "--exclude", "banking77", "xstest"]) == 0
+    staged = read_records(out)
+    assert staged == reader_records("valid", per_set=4, exclude=["banking77", "xstest"])
+    assert f"{len(staged)} one-question records" in capsys.readouterr().out
+    assert len(typed_items(staged)) == len(staged) and "xstest" not in {r["meta"]["dataset"] for r in staged}

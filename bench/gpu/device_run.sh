@@ -9,37 +9,18 @@
 #   prepare (here, before both calls): builds .dev/ from this checkout; then move clef_agents/checkpoints/mini
 #          out of the tree until the check has run, so that each call stays under 64 MiB.
 set -euo pipefail  # usage: device_run.sh prepare | stage | check [TEST_ID ...]
+source "$(dirname "$0")/lib.sh"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 case "$1" in
   prepare)
     grep -qx '/.dev/' .git/info/exclude 2>/dev/null || echo '/.dev/' >> .git/info/exclude
     rm -rf .dev && mkdir -p .dev/whl
-    python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp -d .dev/whl \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-      --platform manylinux1_x86_64 --platform any \
-      langgraph==1.2.24 langchain-core==1.8.3 pydantic==2.14.4 pytest-asyncio==1.5.0 pytest-timeout==2.4.0
-    # the device image has these already; zstandard is not imported on the way to langchain_core.decisions
-    for name in certifi charset_normalizer h11 httpcore httpx idna iniconfig packaging pluggy pygments pytest \
-                pyyaml requests typing_extensions urllib3 xxhash zstandard; do rm -f .dev/whl/"$name"-[0-9]*.whl; done
+    device_wheels .dev/whl pytest-asyncio==1.5.0 pytest-timeout==2.4.0
     data=$(.venv/bin/python -c "from clef_agents.train.datasets import data_root; print(data_root())")
     tar czf .dev/data.tgz -C "$data/.." --exclude='*/orig' --exclude='train*.jsonl' --exclude='valid*.jsonl' \
       --exclude='data/nli/snli_esnli' --exclude='data/nli/scitail' "$(basename "$data")"
     cp -r clef_agents/checkpoints/mini .dev/ckpt
-    .venv/bin/python - <<'PY'
-import shutil
-from pathlib import Path
-
-import torch
-from safetensors.torch import load_file, save_file
-
-from clef_agents.model.backbones import minilm_path
-
-source, package = minilm_path(), Path(".dev/bb") / minilm_path().parent.name
-shutil.copytree(source.parent, package, ignore=shutil.ignore_patterns("__pycache__", "model.safetensors"))
-weights = load_file(str(source / "model.safetensors"))
-save_file({k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in weights.items()},
-          str(package / source.name / "model.safetensors"), metadata={"format": "pt"})
-PY
+    bf16_backbone .dev/bb
     du -sh .dev/*
     ;;
   stage)

@@ -1,8 +1,9 @@
-"""``clef-agents train | train-reader | calibrate | teach | eval``.
+"""``clef-agents train | train-reader | reader-records | calibrate | teach | eval``.
 
 Example:
     $ clef-agents train --out runs/mini --steps 3000 --name mini
     $ clef-agents train-reader --out runs/reader --model mini
+    $ clef-agents reader-records --out staged/reader_train.jsonl --per-set 6000 --exclude banking77
     $ clef-agents calibrate --model runs/mini/final --records valid.jsonl --out runs/mini/recalibrated
     $ clef-agents eval --model mini --datasets banking77 sms_spam --report-dir reports/mini
     $ clef-agents teach --model mini --records my_labelled.jsonl --out runs/mini-taught
@@ -125,7 +126,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reader.add_argument("--seed", type=int, default=0, help="seed of the data draw, order and initialisation (default 0)")
     reader.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     reader.add_argument("--no-progress", action="store_true", help="no progress bar")
+    reader.add_argument("--records", nargs="*", default=None,
+                        help="staged one-question records (JSONL from 'clef-agents reader-records') instead of a draw from the data sets")
+    reader.add_argument("--valid-records", nargs="*", default=None, help="staged validation records for the calibration written with OUT/final")
+    reader.add_argument("--device", default=None, help="torch device, e.g. cuda or cpu (default: CUDA when there is one; $CLEF_AGENTS_DEVICE overrides)")
     reader.set_defaults(func=_run_train_reader)
+
+    staged = subparsers.add_parser(
+        "reader-records", help="write the question reader's one-question records to JSONL, to train elsewhere (train-reader --records)"
+    )
+    staged.add_argument("--out", required=True, help="JSONL file to write")
+    staged.add_argument("--split", choices=["train", "valid"], default="train", help="rows of this split (default train)")
+    staged.add_argument("--per-set", type=int, default=3000, help="rows drawn per data set (default 3000)")
+    staged.add_argument("--exclude", nargs="*", default=["banking77"], help="data sets to leave out (default: banking77)")
+    staged.add_argument("--data-version", type=int, choices=[1, 2], default=2, help="recipe of clef_agents.train.reader_data (default 2)")
+    staged.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
+    staged.set_defaults(func=_run_reader_records)
 
     evaluate = subparsers.add_parser("eval", help="accuracy, macro-F1, NLL, Brier, ECE, coverage; JSON + markdown + PNG")
     evaluate.add_argument("--model", default="mini", help="checkpoint folder or 'mini' (default mini)")
@@ -156,11 +172,24 @@ def _run_train_reader(args: argparse.Namespace) -> int:
                            exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
                            config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress,
                            command=" ".join(["clef-agents", *sys.argv[1:]]), data_version=args.data_version,
-                           keep_every=args.keep_every)
+                           keep_every=args.keep_every, device=args.device,
+                           records=_read_jsonl(args.records) if args.records else None,
+                           valid_records=_read_jsonl(args.valid_records) if args.valid_records else None)
     print(json.dumps(summary, indent=2))
     if args.model:
         folder = attach_reader(args.model, summary["final"], Path(args.out) / "model")
         print(f"wrote {folder}: {args.model} with the question reader")
+    return 0
+
+
+def _run_reader_records(args: argparse.Namespace) -> int:
+    from clef_agents.train.reader_data import reader_records
+
+    from clef_agents.train.records import write_records
+
+    records = reader_records(args.split, per_set=args.per_set, seed=args.seed, exclude=args.exclude, version=args.data_version)
+    write_records(args.out, records)
+    print(f"wrote {args.out}: {len(records)} one-question records ({args.split}, {args.per_set} rows a set, recipe {args.data_version})")
     return 0
 
 

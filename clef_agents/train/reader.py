@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.config import Calibration
+from clef_agents.model.encoder import default_device
 from clef_agents.model.reader import QuestionReader, ReaderConfig
 from clef_agents.train.calibration import Lbfgs, fit_platt, fit_temperature
 from clef_agents.train.reader_data import reader_records
@@ -104,11 +105,15 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
                  seed: int = 0, exclude: Sequence[str] = ("banking77",), per_set: int = 4000, time_limit_s: float | None = None,
                  save_every: int = 250, config: ReaderConfig | None = None, init: str | Path | None = None,
                  progress: bool = True, command: str | None = None, data_version: int = 2,
-                 keep_every: int | None = None) -> dict[str, Any]:
+                 keep_every: int | None = None, records: Sequence[dict[str, Any]] | None = None,
+                 valid_records: Sequence[dict[str, Any]] | None = None, device: str | torch.device | None = None) -> dict[str, Any]:
     """Train a reader from the backbone (or ``init``), calibrate it on validation records, save ``out/final``.
 
     ``keep_every`` also keeps ``out/step<N>`` every that many steps, for choosing a checkpoint afterwards
-    (``clef_agents.train.reader_probe``).
+    (``clef_agents.train.reader_probe``). ``records`` / ``valid_records``: one-question records staged
+    beforehand (``clef-agents reader-records``) instead of a draw from the data sets (``per_set``,
+    ``exclude`` and ``data_version`` then play no part in the data). ``device``: CUDA when there is one
+    (bfloat16 autocast there), else the CPU; ``CLEF_AGENTS_DEVICE`` overrides the default.
 
     Returns a summary (steps run, examples/s, losses, wall time, data) that is also written to
     ``out/summary.json``. Example: see the module docstring.
@@ -117,9 +122,14 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    records = reader_records("train", per_set=per_set, seed=seed, exclude=exclude, version=data_version)
+    device = torch.device(device) if device is not None else default_device()
+    staged = records is not None
+    if records is None:
+        records = reader_records("train", per_set=per_set, seed=seed, exclude=exclude, version=data_version)
+    if not records:
+        raise ValueError("no training records: the draw or the staged file is empty")
     items = typed_items(records)
-    reader = QuestionReader.load(init) if init else QuestionReader.create(config)
+    reader = QuestionReader.load(init, device) if init else QuestionReader.create(config, device)
     previous = reader.config.trained_on or None
     heads = [p for n, p in reader.network.named_parameters() if not n.startswith("encoder.")]
     body = [p for p in reader.iter_parameters() if all(p is not h for h in heads)]
@@ -142,7 +152,8 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
         batch = [items[i] for i in batches.pop()]
         for group, rate in zip(optimizer.param_groups, base):
             group["lr"] = rate * _schedule(step, steps, warmup)
-        loss = batch_loss(reader, batch)
+        with _autocast(device):
+            loss = batch_loss(reader, batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(body + heads, 1.0)
@@ -167,12 +178,15 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     bar.close()
     reader.train_mode(False)
     train_s = time.time() - started
-    valid = typed_items(reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude, version=data_version))
-    calibration = fit_calibration(reader, valid)
+    if valid_records is None and not staged:
+        valid_records = reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude, version=data_version)
+    valid = typed_items(valid_records or [])
+    calibration = fit_calibration(reader, valid) if valid else Calibration(fitted_on={"nouls": 0, "choices": 0, "scores": 0})
     reader.set_calibration(calibration)
-    trained_on = {"command": command, "sets": sorted({r["meta"]["dataset"] for r in records}), "excluded": sorted(exclude), "records": len(records),
+    trained_on = {"command": command, "sets": sorted({str((r.get("meta") or {}).get("dataset", "?")) for r in records}),
+                  "excluded": sorted(exclude), "records": len(records), "staged": staged,
                   "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr, "data_version": data_version,
-                  "init": str(init) if init else None, "previous": previous}
+                  "init": str(init) if init else None, "previous": previous, "device": device.type}
     reader.config = reader.config.model_copy(update={"trained_on": trained_on})
     reader.save(out / "final")
     summary = {**trained_on, "examples_per_s": round((step + 1) * batch_size / train_s, 2), "train_wall_s": round(train_s, 1),
@@ -180,6 +194,14 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
                "calibration": calibration.model_dump(), "final": str(out / "final")}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
+
+
+def _autocast(device: torch.device) -> Any:
+    import contextlib
+
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _mean(values: Sequence[float]) -> float | None:
