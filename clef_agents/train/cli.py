@@ -117,8 +117,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="data sets left out (default: banking77, the intent family's leave-one-out target)")
     reader.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="stop training after this long (the checkpoint is written, then calibrated)")
-    reader.add_argument("--data-version", type=int, choices=[1, 2], default=2,
-                        help="recipe of clef_agents.train.reader_data (1: the first run's; 2, the default: balanced yes/no, more ladders)")
+    reader.add_argument("--data-version", type=int, choices=[1, 2, 3], default=2,
+                        help="recipe of clef_agents.train.reader_data (1: the first run's; 2, the default: balanced yes/no, more ladders; 3: 2 plus the written reading questions)")
     reader.add_argument("--init", default=None, help="continue from this reader folder (e.g. an earlier run's OUT/final)")
     reader.add_argument("--save-every", type=int, default=250, help="steps between checkpoints in OUT/last (default 250)")
     reader.add_argument("--keep-every", type=int, default=None, metavar="STEPS",
@@ -139,7 +139,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     staged.add_argument("--split", choices=["train", "valid"], default="train", help="rows of this split (default train)")
     staged.add_argument("--per-set", type=int, default=3000, help="rows drawn per data set (default 3000)")
     staged.add_argument("--exclude", nargs="*", default=["banking77"], help="data sets to leave out (default: banking77)")
-    staged.add_argument("--data-version", type=int, choices=[1, 2], default=2, help="recipe of clef_agents.train.reader_data (default 2)")
+    staged.add_argument("--data-version", type=int, choices=[1, 2, 3], default=2, help="recipe of clef_agents.train.reader_data (default 2)")
     staged.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
     staged.set_defaults(func=_run_reader_records)
 

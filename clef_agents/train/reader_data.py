@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clef_agents.train import datasets
+from clef_agents.train.reader_questions import SOURCE as WRITTEN_SOURCE
+from clef_agents.train.reader_questions import written_records
 from clef_agents.train.recipes import TRAIN_SPLIT_OVERRIDES
 from clef_agents.train.split import LEAVE_ONE_OUT, check_trainable
 
@@ -389,15 +391,18 @@ def _one_set(name: str, split: str, rng: random.Random, per_set: int, version: i
     raise ValueError(f"no reader recipe for {name!r}; known: {', '.join(READER_SETS)}")
 
 
-DATA_VERSIONS = (1, 2)
+DATA_VERSIONS = (1, 2, 3)
 """1: the first recipe (five-level sentiment ladder only, answers as the sets have them); 2: adds
 three-level sentiment and offensiveness ladders, twice the sentiment rows, and balances yes and no
-within every (set, form). The shipped reader's runs name the version they used."""
+within every (set, form); 3: version 2 plus the written reading questions (``reader_questions``),
+each repeated ``WRITTEN_COPIES`` times in training. The shipped reader's runs name the version they used."""
+WRITTEN_COPIES = 4
 
 
 def reader_records(split: str, per_set: int = 3000, seed: int = 0, exclude: Iterable[str] = (),
                    sets: Iterable[str] = READER_SETS, version: int = 2) -> list[dict[str, Any]]:
-    """Shuffled one-question records for the reader from every set in ``sets`` but ``exclude``.
+    """Shuffled one-question records for the reader from every set in ``sets`` but ``exclude`` (and, from
+    recipe version 3, the written reading questions unless ``exclude`` names ``written_questions``).
 
     ``split`` is ``train`` or ``valid`` (``valid`` feeds calibration and early checks only). Raises
     ``ValueError`` when a set is held out or not shippable.
@@ -421,6 +426,8 @@ def reader_records(split: str, per_set: int = 3000, seed: int = 0, exclude: Iter
         if split == "valid" and name in datasets.DATASETS and "valid" not in datasets.available_splits(name):
             continue
         out += _one_set(name, split, rng, per_set, version)
+    if version >= 3 and WRITTEN_SOURCE not in set(exclude):
+        out += written_records(split) * (WRITTEN_COPIES if split == "train" else 1)
     if version >= 2:
         out = balanced_yes_no(out, rng)
     rng.shuffle(out)
