@@ -249,7 +249,18 @@ def test_choices_with_more_options_than_the_reader_takes_go_to_the_head(tiny_fol
 
 def test_reader_records_name_their_recipe_version():
     with pytest.raises(ValueError, match="version"):
-        reader_records("train", per_set=10, sets=["sms_spam"], version=3)
+        reader_records("train", per_set=10, sets=["sms_spam"], version=4)
+
+
+def test_recipe_three_adds_the_written_questions_four_times_in_training_and_once_in_validation():
+    from clef_agents.train.reader_data import WRITTEN_COPIES
+    from clef_agents.train.reader_questions import SOURCE, written_records
+
+    valid = reader_records("valid", sets=[], version=3)
+    assert len(valid) == len(written_records("valid")) > 0 and {r["meta"]["dataset"] for r in valid} == {SOURCE}
+    assert len(reader_records("train", sets=[], version=3)) == WRITTEN_COPIES * len(written_records("train"))
+    assert reader_records("train", sets=[], version=3, exclude=[SOURCE]) == []
+    assert reader_records("train", sets=[], version=2) == []
 
 
 def test_head_weights_mix_the_heads_answer_into_the_readers_for_their_type_only(tiny_folder, tmp_path):
