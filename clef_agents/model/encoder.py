@@ -406,3 +406,16 @@ def default_device() -> torch.device:
     if chosen:
         return torch.device(chosen)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def cuda_autocast(device: torch.device) -> Any:
+    """bfloat16 autocast on CUDA (the weights stay as they are); no change elsewhere.
+
+    Example:
+        >>> with cuda_autocast(torch.device("cpu")):
+        ...     torch.ones(1).dtype
+        torch.float32
+    """
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return nullcontext()

@@ -8,7 +8,6 @@ composed into one engine that answers requests. Files on disk are ``checkpoint``
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from clef_agents.model.encoder import (
     FORWARD_CHUNK,
     Encoder,
     Truncation,
+    cuda_autocast,
     default_device,
     default_lora_targets,
     num_layers,
@@ -379,7 +379,7 @@ class DecisionEngine:
             batch = self.encode([requests[i] for i in chunk])
             questions = [requests[i][1] for i in chunk]
             entries = [taught[i] for i in chunk]
-            with _autocast(self.device):
+            with cuda_autocast(self.device):
                 logits, features = self.logits_and_features(batch, self.taught_specs(entries))
             features = {spec: value.float().cpu() for spec, value in features.items()}
             log_probs = self.calibrated_log_probs(logits.float(), batch, questions, features, entries)
@@ -399,9 +399,3 @@ class DecisionEngine:
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """LoRA and head parameters (the backbone itself stays frozen)."""
         return self.encoder.lora_parameters() + list(self.head.parameters())
-
-
-def _autocast(device: torch.device) -> Any:
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return nullcontext()

@@ -184,7 +184,6 @@ def _run_train_reader(args: argparse.Namespace) -> int:
 
 def _run_reader_records(args: argparse.Namespace) -> int:
     from clef_agents.train.reader_data import reader_records
-
     from clef_agents.train.records import write_records
 
     records = reader_records(args.split, per_set=args.per_set, seed=args.seed, exclude=args.exclude, version=args.data_version)

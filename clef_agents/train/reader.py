@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from clef_agents import wire
 from clef_agents.model.config import Calibration
-from clef_agents.model.encoder import default_device
+from clef_agents.model.encoder import cuda_autocast, default_device
 from clef_agents.model.reader import QuestionReader, ReaderConfig
 from clef_agents.train.calibration import Lbfgs, fit_platt, fit_temperature
 from clef_agents.train.reader_data import reader_records
@@ -152,7 +152,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
         batch = [items[i] for i in batches.pop()]
         for group, rate in zip(optimizer.param_groups, base):
             group["lr"] = rate * _schedule(step, steps, warmup)
-        with _autocast(device):
+        with cuda_autocast(device):
             loss = batch_loss(reader, batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -194,14 +194,6 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
                "calibration": calibration.model_dump(), "final": str(out / "final")}
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
-
-
-def _autocast(device: torch.device) -> Any:
-    import contextlib
-
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def _mean(values: Sequence[float]) -> float | None:
