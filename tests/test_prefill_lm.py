@@ -242,3 +242,56 @@ def test_the_benchmark_takes_a_local_lm_as_a_contender_trained_on_nothing(folder
     (answerer,) = build_answerers([], [f"tiny=lm:{folder}"])
     assert answerer.key == "tiny" and answerer.info()["trained_on"] == []
     assert isinstance(answerer.model, PrefillLMDecisionModel)
+
+
+NOULS = [Noul(instructions="urgent ?"), Noul(instructions="is the card not lost ?")]
+
+
+def test_the_answer_states_last_layer_gives_the_yes_no_margin_read_by_the_logits(lm):
+    states = lm.answer_states(STATE, NOULS, [0, 1, 2])
+    assert states.shape == (2, 3, 32)
+    expected = torch.cat(lm.raw_logits(STATE, NOULS)[0])
+    torch.testing.assert_close(lm.margins_from_states(states[:, -1], NOULS), expected, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="yes/no questions only; got Choice"):
+        lm.answer_states(STATE, [QUESTIONS[1]], [1])
+    with pytest.raises(ValueError, match="between 0 and 2, got \\[3\\]"):
+        lm.answer_states(STATE, NOULS, [3])
+
+
+def probe_for(lm: PrefillLM, layers: list[int]):
+    from clef_agents.model.noul_probe import NoulProbe
+
+    states = torch.cat([lm.answer_states(text, NOULS, layers) for text in ("my card is lost", "help please", STATE, "lost card")])
+    return NoulProbe.fit(states, [1, 0] * 4, layers, l2=0.1)
+
+
+def test_a_yes_no_probe_answers_yes_no_questions_and_leaves_the_others_alone(folder, lm):
+    probe = probe_for(lm, [1, 2])
+    probed = PrefillLM(lm.model, lm.tokenizer, noul_probe=probe)
+    logits, _, tokens = probed.logits(STATE, QUESTIONS)
+    plain = lm.logits(STATE, QUESTIONS)[0]
+    expected = probe.logits(lm.answer_states(STATE, [QUESTIONS[0], QUESTIONS[3]], [1, 2]))
+    torch.testing.assert_close(torch.cat([logits[0], logits[3]]), expected, atol=1e-4, rtol=1e-4)
+    for i in (1, 2):
+        torch.testing.assert_close(logits[i], plain[i])
+    assert tokens == len(lm.state_ids(STATE)[0]) + sum(len(lm.question_ids(q)) for q in QUESTIONS)
+
+
+def test_the_yes_no_probe_is_saved_beside_the_settings_and_loaded_back(folder, lm):
+    probed = PrefillLM(lm.model, lm.tokenizer, noul_probe=probe_for(lm, [2]))
+    try:
+        probed.save_settings(folder)
+        loaded = PrefillLM.load(folder)
+        assert loaded.settings().noul_probe == "noul_probe.safetensors"
+        torch.testing.assert_close(torch.cat(loaded.logits(STATE, NOULS)[0]), torch.cat(probed.logits(STATE, NOULS)[0]))
+    finally:
+        (folder / SETTINGS_FILE).unlink()
+        (folder / "noul_probe.safetensors").unlink()
+
+
+def test_a_probe_for_another_lm_is_refused(lm):
+    from clef_agents.model.noul_probe import NoulProbe
+
+    wide = NoulProbe([2], torch.zeros(1, 64), torch.ones(1, 64), torch.zeros(64), 0.0)
+    with pytest.raises(ValueError, match="layers \\[2\\] of width 64; this LM has 2 layers of width 32"):
+        PrefillLM(lm.model, lm.tokenizer, noul_probe=wide)

