@@ -371,6 +371,9 @@ def test_train_reader_learns_from_staged_records_and_keeps_every_checkpoint(tiny
         assert QuestionReader.exists(tmp_path / "run" / kept), kept
     reloaded = QuestionReader.load(tmp_path / "run" / "final")
     assert reloaded.config.trained_on["records"] == 80 and reloaded.config.calibration.fitted_on["nouls"] == 30
+    assert (reloaded.config.trained_on["steps"], reloaded.config.trained_on["finished"]) == (4, True)
+    early = QuestionReader.load(tmp_path / "run" / "step2").config.trained_on
+    assert (early["steps"], early["finished"], early["records"], early["sets"]) == (2, False, 80, ["toy"])
     with pytest.raises(ValueError, match="no training records"):
         train_reader(tmp_path / "empty", steps=1, records=[], config=config, device="cpu", progress=False)
 

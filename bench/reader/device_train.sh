@@ -19,12 +19,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/../gpu/lib.sh"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 RD=${RD:-/tmp/rd}
-PROBE_SETS="banking77 xstest tweeteval_offensive tweeteval_stance climate_fever"
+# The sets the reader never trains on (the leave-one-out targets and the probe's), named by the package itself.
+left_out() {
+  "$1" -c 'from clef_agents.train.reader_data import leave_one_out_sets
+from clef_agents.train.split import READER_PROBE
+print(" ".join(sorted(set(leave_one_out_sets()) | set(READER_PROBE))))'
+}
 case "${1:-}" in
   prepare)
     per_set=${2:-20000}
     grep -qx '/.dev/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.dev/' >> .git/info/exclude; }
     rm -rf .dev/rd && mkdir -p .dev/rd/data .dev/rd/init
+    PROBE_SETS=$(left_out .venv/bin/python)
     .venv/bin/clef-agents reader-records --out .dev/rd/data/train.jsonl --per-set "$per_set" --seed 2 --exclude $PROBE_SETS
     .venv/bin/clef-agents reader-records --out .dev/rd/data/valid.jsonl --split valid --per-set 150 --seed 3 --exclude $PROBE_SETS
     gzip -f .dev/rd/data/*.jsonl
@@ -49,6 +55,7 @@ case "${1:-}" in
     test -d "$RD/bb" -a -d "$RD/data" || { echo "nothing staged in $RD: run stage and backbone first, on a warm machine"; exit 3; }
     export PYTHONPATH="$RD/site:$RD/bb:$PWD"
     run="$RD/run"
+    PROBE_SETS=$(left_out python3)
     rm -rf "$run"
     python3 -m clef_agents.cli train-reader --out "$run" --init .dev/rd/init --steps "$steps" --lr 6e-5 \
       --records "$RD/data/train.jsonl" --valid-records "$RD/data/valid.jsonl" --keep-every $(( (steps + 1) / 2 )) \

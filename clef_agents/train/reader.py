@@ -131,6 +131,14 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     items = typed_items(records)
     reader = QuestionReader.load(init, device) if init else QuestionReader.create(config, device)
     previous = reader.config.trained_on or None
+    sets = sorted({str((r.get("meta") or {}).get("dataset", "?")) for r in records})
+
+    def provenance(steps_done: int, finished: bool) -> dict[str, Any]:
+        """What a checkpoint saved after ``steps_done`` steps was trained on (kept and last ones included)."""
+        return {"command": command, "sets": sets, "excluded": sorted(exclude), "records": len(records), "staged": staged,
+                "steps": steps_done, "finished": finished, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr,
+                "data_version": data_version, "init": str(init) if init else None, "previous": previous, "device": device.type}
+
     heads = [p for n, p in reader.network.named_parameters() if not n.startswith("encoder.")]
     body = [p for p in reader.iter_parameters() if all(p is not h for h in heads)]
     for p in body + heads:
@@ -169,6 +177,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
         keep = keep_every is not None and (step + 1) % keep_every == 0
         if (step + 1) % save_every == 0 or out_of_time or keep:
             reader.train_mode(False)
+            reader.config = reader.config.model_copy(update={"trained_on": provenance(step + 1, finished=False)})
             reader.save(out / "last")
             if keep:
                 reader.save(out / f"step{step + 1}")
@@ -183,10 +192,7 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     valid = typed_items(valid_records or [])
     calibration = fit_calibration(reader, valid) if valid else Calibration(fitted_on={"nouls": 0, "choices": 0, "scores": 0})
     reader.set_calibration(calibration)
-    trained_on = {"command": command, "sets": sorted({str((r.get("meta") or {}).get("dataset", "?")) for r in records}),
-                  "excluded": sorted(exclude), "records": len(records), "staged": staged,
-                  "steps": step + 1, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr, "data_version": data_version,
-                  "init": str(init) if init else None, "previous": previous, "device": device.type}
+    trained_on = provenance(step + 1, finished=True)
     reader.config = reader.config.model_copy(update={"trained_on": trained_on})
     reader.save(out / "final")
     summary = {**trained_on, "examples_per_s": round((step + 1) * batch_size / train_s, 2), "train_wall_s": round(train_s, 1),
