@@ -18,7 +18,7 @@ Steps (rules in ``bench/precise/rule_answer_probe.md``, written before any measu
 
 Run:
     CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/answer_probe.py features --out runs/answer_probe/features.pt
-    .venv/bin/python bench/precise/answer_probe.py fit --features runs/answer_probe/features.pt [--write]
+    .venv/bin/python bench/precise/answer_probe.py fit --features runs/answer_probe/features.pt [--write runs/answer_probe/precise]
 """
 
 from __future__ import annotations
@@ -196,15 +196,16 @@ def fit(args: argparse.Namespace) -> None:
     result["reader_probe_mean"] = means
     result["adopted"] = means["probe"] >= means["shipped margin (raw - 0.5 prior)"] + ADOPT_MARGIN
     if result["adopted"] and args.write:
-        result["written"] = write_probe(chosen, probe_logits, probe["yes"])
+        result["written"] = write_probe(chosen, probe_logits, probe["yes"], args.write)
     out = args.out or HERE / "answer_probe"
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     out.with_suffix(".md").write_text(report(result))
     print(report(result))
 
 
-def write_probe(probe: Any, logits: list[float], yes: list[int]) -> dict[str, Any]:
-    """Rule 4: save the probe beside precise's settings, with yes/no Platt calibration fitted on the reader
+def write_probe(probe: Any, logits: list[float], yes: list[int], folder: Path) -> dict[str, Any]:
+    """Rule 4: precise's settings with the probe, written to ``folder`` (``clef_lm.json`` and the probe beside it;
+    ``CLEF_AGENTS_LM_SETTINGS=folder/clef_lm.json`` loads them): yes/no Platt calibration fitted on the reader
     probe and no yes/no prior correction (the probe replaces the margin it corrected)."""
     import torch
 
@@ -212,9 +213,9 @@ def write_probe(probe: Any, logits: list[float], yes: list[int]) -> dict[str, An
     from clef_agents.model.prefill_lm import LMSettings, settings_path
     from clef_agents.train.reader import fit_logit_calibration
 
-    path = settings_path("precise")
-    settings = LMSettings.model_validate_json(path.read_text())
-    probe.save(path.parent / PROBE_FILE)
+    settings = LMSettings.model_validate_json(settings_path("precise").read_text())
+    path = folder / "clef_lm.json"
+    probe.save(folder / PROBE_FILE)
     question = wire.Noul(instructions="?")
     fitted = fit_logit_calibration([question] * len(logits), [torch.tensor([z]) for z in logits], [1 - y for y in yes])
     calibration = settings.calibration.model_copy(update={
@@ -266,7 +267,8 @@ def main() -> None:
     g = sub.add_parser("fit", help="choose and fit the probe on training items, compare on the reader probe")
     g.add_argument("--features", type=Path, required=True)
     g.add_argument("--out", type=Path, default=None, help="report stem (default bench/precise/answer_probe)")
-    g.add_argument("--write", action="store_true", help="if adopted, save the probe and calibration beside precise")
+    g.add_argument("--write", type=Path, default=None, metavar="FOLDER",
+                   help="if adopted, write precise's settings with the probe to FOLDER (clef_lm.json, noul_probe.safetensors)")
     g.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     {"features": features, "fit": fit}[args.step](args)
