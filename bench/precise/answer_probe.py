@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -43,7 +44,6 @@ SHIPPED_NOUL_CORRECTION = 0.5
 """precise's yes/no prior correction (clef_lm.json), the margin the probe must beat."""
 PROBE_MIN_ITEMS = 20
 ADOPT_MARGIN = 0.02
-from clef_agents.model.prefill_lm import NOUL_PROBE_FILE as PROBE_FILE  # noqa: E402
 
 
 def training_records(per_set: int, seed: int) -> list[dict[str, Any]]:
@@ -132,7 +132,7 @@ def per_source_auroc(scores: list[float], yes: list[int], sources: list[str], mi
     for source in sorted(set(sources)):
         picked = [i for i, s in enumerate(sources) if s == source]
         value = auroc([scores[i] for i in picked], [yes[i] for i in picked])
-        if len(picked) >= min_items and value == value:
+        if len(picked) >= min_items and not math.isnan(value):
             out[source] = value
     return out
 
@@ -210,36 +210,36 @@ def write_probe(probe: Any, logits: list[float], yes: list[int], folder: Path) -
     import torch
 
     from clef_agents import wire
-    from clef_agents.model.prefill_lm import LMSettings, settings_path
+    from clef_agents.model.prefill_lm import NOUL_PROBE_FILE, LMSettings, settings_path
     from clef_agents.train.reader import fit_logit_calibration
 
     settings = LMSettings.model_validate_json(settings_path("precise").read_text())
     path = folder / "clef_lm.json"
-    probe.save(folder / PROBE_FILE)
+    probe.save(folder / NOUL_PROBE_FILE)
     question = wire.Noul(instructions="?")
     fitted = fit_logit_calibration([question] * len(logits), [torch.tensor([z]) for z in logits], [1 - y for y in yes])
     calibration = settings.calibration.model_copy(update={
         "noul_a": fitted.noul_a, "noul_b": fitted.noul_b,
         "fitted_on": {**settings.calibration.fitted_on, "nouls": len(logits), "nouls_on": "reader probe, yes/no probe"}})
     correction = {k: v for k, v in settings.prior_correction.items() if k != "noul"}
-    updated = settings.model_copy(update={"noul_probe": PROBE_FILE, "calibration": calibration, "prior_correction": correction})
+    updated = settings.model_copy(update={"noul_probe": NOUL_PROBE_FILE, "calibration": calibration, "prior_correction": correction})
     path.write_text(updated.model_dump_json(indent=1) + "\n")
-    return {"settings": str(path), "probe": PROBE_FILE, "noul_a": fitted.noul_a, "noul_b": fitted.noul_b}
+    return {"settings": str(path), "probe": NOUL_PROBE_FILE, "noul_a": fitted.noul_a, "noul_b": fitted.noul_b}
 
 
 def report(result: dict[str, Any]) -> str:
     lines = ["# The precise tier's yes/no probe (`bench/precise/answer_probe.py`)", "",
-             f"Rule: `bench/precise/rule_answer_probe.md`. Features: `{result['features']}`; "
-             f"{result['train_items']} training questions from {len(result['train_sources'])} sources, "
-             f"{result['probe_items']} reader-probe questions.", "",
+             (f"Rule: `bench/precise/rule_answer_probe.md`. Features: `{result['features']}`; "
+              f"{result['train_items']} training questions from {len(result['train_sources'])} sources, "
+              f"{result['probe_items']} reader-probe questions."), "",
              "## Rule 1: leave one training source out (mean AUROC over sources)", "",
              "| layers | " + " | ".join(f"L2 {l2}" for l2 in L2_GRID) + " |", "|---|" + "---:|" * len(L2_GRID)]
     for layers in LAYER_SETS:
         lines.append(f"| {', '.join(map(str, layers))} | "
                      + " | ".join(f"{result['loso'][f'{layers} {l2}']['mean']:.3f}" for l2 in L2_GRID) + " |")
     chosen = result["chosen"]
-    lines += ["", f"Chosen: layers {chosen['layers']}, L2 {chosen['l2']}. The shipped margin on the same training "
-              f"sources, for comparison: mean AUROC {mean(result['train_margin_auroc'].values()):.3f}.", "",
+    lines += ["", (f"Chosen: layers {chosen['layers']}, L2 {chosen['l2']}. The shipped margin on the same training "
+                   f"sources, for comparison: mean AUROC {mean(result['train_margin_auroc'].values()):.3f}."), "",
               "## Rule 3: the reader probe (sets never trained on), yes/no AUROC", ""]
     sets = sorted({s for by_set in result["reader_probe"].values() for s in by_set})
     lines += ["| | " + " | ".join(sets) + " | mean | negated wordings |", "|---|" + "---:|" * (len(sets) + 2)]
