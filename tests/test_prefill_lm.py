@@ -295,3 +295,12 @@ def test_a_probe_for_another_lm_is_refused(lm):
     wide = NoulProbe([2], torch.zeros(1, 64), torch.ones(1, 64), torch.zeros(64), 0.0)
     with pytest.raises(ValueError, match="layers \\[2\\] of width 64; this LM has 2 layers of width 32"):
         PrefillLM(lm.model, lm.tokenizer, noul_probe=wide)
+
+
+def test_the_settings_name_a_probe_file_beside_them_and_nothing_else():
+    from clef_agents.model.prefill_lm import LMSettings
+
+    assert LMSettings(noul_probe="noul_probe.safetensors").noul_probe == "noul_probe.safetensors"
+    for bad in ("../elsewhere.safetensors", "sub/probe.safetensors", "", ".."):
+        with pytest.raises(ValueError, match="a file beside the settings, without folders"):
+            LMSettings(noul_probe=bad)

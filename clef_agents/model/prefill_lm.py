@@ -255,7 +255,7 @@ class PrefillLM:
             raise ValueError(f"the yes/no probe reads layers {noul_probe.layers} of width {noul_probe.hidden_size}; this LM has "
                              f"{depth} layers of width {model.config.hidden_size}")
         self.noul_probe = noul_probe
-        self.noul_probe_file = noul_probe_file if noul_probe is not None else None
+        self.noul_probe_file = (noul_probe_file or NOUL_PROBE_FILE) if noul_probe is not None else None
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
         self._yes = self._first_tokens(YES_WORDS)
@@ -560,8 +560,7 @@ class PrefillLM:
         target = target / SETTINGS_FILE if target.is_dir() else target
         target.parent.mkdir(parents=True, exist_ok=True)
         settings = self.settings()
-        if self.noul_probe is not None:
-            settings = settings.model_copy(update={"noul_probe": self.noul_probe_file or NOUL_PROBE_FILE})
+        if self.noul_probe is not None and settings.noul_probe:
             self.noul_probe.save(target.parent / settings.noul_probe)
         target.write_text(settings.model_dump_json(indent=1) + "\n")
         return target
@@ -588,6 +587,13 @@ class LMSettings(BaseModel):
     @classmethod
     def _correction_in_range(cls, value: dict[str, float]) -> dict[str, float]:
         return check_prior_correction(value)
+
+    @field_validator("noul_probe")
+    @classmethod
+    def _probe_beside_the_settings(cls, value: str | None) -> str | None:
+        if value is not None and (not value or Path(value).name != value or value in (".", "..")):
+            raise ValueError(f"noul_probe must name a file beside the settings, without folders; got {value!r}")
+        return value
 
 
 def settings_path(reference: str | Path) -> Path:
