@@ -21,9 +21,7 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 RD=${RD:-/tmp/rd}
 # The sets the reader never trains on (the leave-one-out targets and the probe's), named by the package itself.
 left_out() {
-  "$1" -c 'from clef_agents.train.reader_data import leave_one_out_sets
-from clef_agents.train.split import READER_PROBE
-print(" ".join(sorted(set(leave_one_out_sets()) | set(READER_PROBE))))'
+  "$1" -c 'from clef_agents.train.reader_data import reader_left_out_sets; print(" ".join(reader_left_out_sets()))'
 }
 case "${1:-}" in
   prepare)

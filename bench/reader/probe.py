@@ -77,11 +77,9 @@ def mix(reader_probs: list[list[float]], head_probs: list[list[float]], items: l
 def validation_calibration(reader: Any, per_set: int) -> Any:
     """The calibration training writes: fitted on validation rows of the reader's own sets."""
     from clef_agents.train.reader import fit_calibration, typed_items
-    from clef_agents.train.reader_data import reader_records
-    from clef_agents.train.split import READER_PROBE
+    from clef_agents.train.reader_data import reader_left_out_sets, reader_records
 
-    exclude = ["banking77", *READER_PROBE]
-    return fit_calibration(reader, typed_items(reader_records("valid", per_set=per_set, seed=1, exclude=exclude)))
+    return fit_calibration(reader, typed_items(reader_records("valid", per_set=per_set, seed=1, exclude=reader_left_out_sets())))
 
 
 def probe_calibration(items: list, fallback: Any, logits: list) -> Any:

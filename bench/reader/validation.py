@@ -26,12 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from clef_agents.train.metrics import auroc
 from clef_agents.train.reader import typed_items
-from clef_agents.train.reader_data import leave_one_out_sets, reader_records
-from clef_agents.train.split import READER_PROBE
+from clef_agents.train.reader_data import reader_left_out_sets, reader_records
 
 HERE = Path(__file__).resolve().parent
-LEFT_OUT = (*leave_one_out_sets(), *READER_PROBE)
-"""What every reader run leaves out of its training: the leave-one-out targets and the probe sets."""
 
 
 def per_set_scores(reader: Any, records: list[dict[str, Any]]) -> dict[str, dict[str, float | int]]:
@@ -99,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     started = time.time()
-    records = reader_records("valid", per_set=args.per_set, seed=args.seed, exclude=LEFT_OUT, version=args.data_version)
+    records = reader_records("valid", per_set=args.per_set, seed=args.seed, exclude=reader_left_out_sets(), version=args.data_version)
     readers: dict[str, Any] = {}
     for name, folder in zip(names, args.readers):
         sets = per_set_scores(QuestionReader.load(folder), records)

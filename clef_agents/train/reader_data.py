@@ -37,7 +37,7 @@ from clef_agents.train import datasets
 from clef_agents.train.reader_questions import SOURCE as WRITTEN_SOURCE
 from clef_agents.train.reader_questions import written_records
 from clef_agents.train.recipes import TRAIN_SPLIT_OVERRIDES
-from clef_agents.train.split import LEAVE_ONE_OUT, check_trainable
+from clef_agents.train.split import LEAVE_ONE_OUT, READER_PROBE, check_trainable
 
 QID = "q"
 
@@ -466,4 +466,15 @@ def leave_one_out_sets() -> list[str]:
         ['banking77']
     """
     return sorted(LEAVE_ONE_OUT)
+
+
+def reader_left_out_sets() -> list[str]:
+    """What the reader's runs leave out of training: the leave-one-out targets and the probe's sets
+    (``split.READER_PROBE``), on which the reader is measured and chosen untaught.
+
+    Example:
+        >>> reader_left_out_sets()
+        ['banking77', 'climate_fever', 'tweeteval_offensive', 'tweeteval_stance', 'xstest']
+    """
+    return sorted(set(LEAVE_ONE_OUT) | set(READER_PROBE))
 
