@@ -251,7 +251,7 @@ def test_the_answer_states_last_layer_gives_the_yes_no_margin_read_by_the_logits
     states = lm.answer_states(STATE, NOULS, [0, 1, 2])
     assert states.shape == (2, 3, 32)
     expected = torch.cat(lm.raw_logits(STATE, NOULS)[0])
-    torch.testing.assert_close(lm.margins_from_states(states[:, -1], NOULS), expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(lm.margins_from_states(states[:, -1]), expected, atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="yes/no questions only; got Choice"):
         lm.answer_states(STATE, [QUESTIONS[1]], [1])
     with pytest.raises(ValueError, match="between 0 and 2, got \\[3\\]"):

@@ -80,7 +80,7 @@ def extract(lm: Any, items: list, groups: list[list[int]], deadline: float, with
             break
         questions = [items[i][1] for i in group]
         hidden = lm.answer_states(items[group[0]][0], questions, LAYERS)
-        margins = lm.margins_from_states(hidden[:, last], questions)
+        margins = lm.margins_from_states(hidden[:, last])
         for k, i in enumerate(group):
             rows["features"].append(hidden[k].half())
             rows["margin"].append(float(margins[k]))
@@ -94,6 +94,7 @@ def extract(lm: Any, items: list, groups: list[list[int]], deadline: float, with
 def features(args: argparse.Namespace) -> None:
     import torch
 
+    from clef_agents import wire
     from clef_agents.model.config import Calibration
     from clef_agents.model.prefill_lm import PrefillLM
     from clef_agents.train.reader import typed_items
@@ -102,7 +103,7 @@ def features(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     started = time.time()
     lm = PrefillLM.load("precise", calibration=Calibration(), answer="name", prior_correction={})
-    probe = [item for item in probe_items(rows_per_set=args.probe_rows) if type(item[1]).__name__ == "Noul"]
+    probe = [item for item in probe_items(rows_per_set=args.probe_rows) if isinstance(item[1], wire.Noul)]
     records = training_records(args.per_set, args.seed)
     train = [(s, q, g, {"dataset": r["meta"]["dataset"], "form": r["meta"]["form"]})
              for (s, q, g), r in zip(typed_items(records), records)]

@@ -402,20 +402,20 @@ class PrefillLM:
             out += [torch.stack([hidden[layer][i, len(r) - 1] for layer in layers]).float() for i, (r, _) in enumerate(chunk)]
         return torch.stack(out)
 
-    def margins_from_states(self, last: torch.Tensor, questions: Sequence[wire.Noul]) -> torch.Tensor:
+    def margins_from_states(self, last: torch.Tensor) -> torch.Tensor:
         """Each yes/no question's margin (log mass of yes − log mass of no) from its last-layer hidden state at
-        the answer cue (``answer_states(...)[:, -1]`` with the last layer read last): what ``raw_logits`` gives.
+        the answer cue, ``[questions, hidden]`` (``answer_states(...)[:, -1]`` with the last layer read last):
+        what ``raw_logits`` gives.
 
         Example:
             >>> states = lm.answer_states("Production is down!", [question], [28])  # doctest: +SKIP
-            >>> lm.margins_from_states(states[:, -1], [question])  # doctest: +SKIP
+            >>> lm.margins_from_states(states[:, -1])  # doctest: +SKIP
             tensor([2.12])
         """
         head = self.model.get_output_embeddings()
         with torch.inference_mode():
             log_probs = F.log_softmax(head(last.to(head.weight.dtype)).float(), dim=-1)
-        yes, no = self._yes, self._no
-        return torch.logsumexp(log_probs[:, yes], dim=-1) - torch.logsumexp(log_probs[:, no], dim=-1)
+        return torch.logsumexp(log_probs[:, self._yes], dim=-1) - torch.logsumexp(log_probs[:, self._no], dim=-1)
 
     def _extend(self, prefix: tuple[Any, int], ids: list[int]) -> tuple[Any, int]:
         """A copy of ``prefix``'s cache extended by ``ids`` (one pass over them)."""
