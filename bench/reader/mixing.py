@@ -236,13 +236,13 @@ def _fmt(value: Any) -> str:
 
 def render(result: dict[str, Any]) -> str:
     lines = ["# Mixing knobs of the shipped reader, judged on its probe", "",
-             f"Command: `{result['command']}` ({result['items']} probe items, {result['wall_s']:.0f} s). "
-             f"Rule: [{result['rule']}](rule_mixing.md), written before this ran.", ""]
+             (f"Command: `{result['command']}` ({result['items']} probe items, {result['wall_s']:.0f} s). "
+              f"Rule: [{result['rule']}](rule_mixing.md), written before this ran."), ""]
     for f in result["folds"]:
         c = f["chosen"]
         lines += [f"## Fitted on half {f['fit_half']} ({f['fit_items']} items), checked on the other ({f['check_items']})", "",
-                  f"Chosen on the fitting half: head weights {c['baseline']['head_weights']}; K1 u = {c['margin_mix']['u']}; "
-                  f"K2 v = {c['cosine_weight']}.", "",
+                  (f"Chosen on the fitting half: head weights {c['baseline']['head_weights']}; K1 u = {c['margin_mix']['u']}; "
+                   f"K2 v = {c['cosine_weight']}."), "",
                   "| answers | " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * len(COLUMNS)]
         for name, summary in f["check"].items():
             lines.append(f"| {name} | " + " | ".join(_fmt(summary[k]) for k in COLUMNS) + " |")
@@ -250,9 +250,9 @@ def render(result: dict[str, Any]) -> str:
     keep = result["kept"]
     final = result["final"]
     lines += [f"Kept (higher out of fold in both folds): K1 {'yes' if keep['K1'] else 'no'}, K2 {'yes' if keep['K2'] else 'no'}.", "",
-              f"Chosen on the whole probe: head weights {final['baseline']['head_weights']}; K1 u = {final['margin_mix']['u']} "
-              f"(σ reader {final['margin_mix']['sigma_reader']:.3f}, σ head {final['margin_mix']['sigma_head']:.3f}, "
-              f"Platt a = {final['margin_mix']['a']:.3f}, b = {final['margin_mix']['b']:.3f}); K2 v = {final['cosine_weight']}.", "",
+              (f"Chosen on the whole probe: head weights {final['baseline']['head_weights']}; K1 u = {final['margin_mix']['u']} "
+               f"(σ reader {final['margin_mix']['sigma_reader']:.3f}, σ head {final['margin_mix']['sigma_head']:.3f}, "
+               f"Platt a = {final['margin_mix']['a']:.3f}, b = {final['margin_mix']['b']:.3f}); K2 v = {final['cosine_weight']}."), "",
               "## Per probe set, what was kept, on the whole probe (in-sample)", "",
               "| set | type | n | AUROC | accuracy | NLL | ECE |", "|---|---|---:|---:|---:|---:|---:|"]
     for name, kinds in result["final_report"]["sets"].items():
