@@ -10,7 +10,12 @@ pytest.importorskip("peft")
 
 from langchain_core.decisions import Choice, Noul, Score
 
-from clef_agents.model.prefill_lm import SETTINGS_FILE, LMSettings, PrefillLM, load_causal_lm
+from clef_agents.model.prefill_lm import (
+    SETTINGS_FILE,
+    LMSettings,
+    PrefillLM,
+    load_causal_lm,
+)
 from tests.tiny_models import tiny_causal_lm
 
 STATE = "my card is lost please help"
