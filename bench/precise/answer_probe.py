@@ -46,14 +46,16 @@ PROBE_MIN_ITEMS = 20
 ADOPT_MARGIN = 0.02
 
 
-def training_records(per_set: int, seed: int) -> list[dict[str, Any]]:
-    """Yes/no training records: the reader recipe's on trainable sets (no reader-probe set, no set whose
-    licence keeps it out of a shipped model) and the written reading questions' training items."""
+def training_records(per_set: int, seed: int, exclude: Any = None) -> list[dict[str, Any]]:
+    """Yes/no training records: the reader recipe's on trainable sets (none of ``exclude``, by default the reader
+    probe's sets; no set whose licence keeps it out of a shipped model) and the written reading questions'
+    training items."""
     from clef_agents.train.reader_data import READER_SETS, reader_records
     from clef_agents.train.reader_questions import written_records
     from clef_agents.train.split import READER_PROBE, check_trainable
 
-    sets = [name for name in READER_SETS if name not in READER_PROBE]
+    left_out = set(READER_PROBE if exclude is None else exclude)
+    sets = [name for name in READER_SETS if name not in left_out]
     check_trainable(sets, shipped=True)
     records = reader_records("train", per_set=per_set, seed=seed, sets=sets, version=2) + written_records("train")
     return [r for r in records if r["questions"]["q"]["type"] == "noul"]

@@ -38,29 +38,14 @@ MIN_ITEMS = 20
 
 
 def training_items(per_set: int, seed: int) -> list[tuple[str, Any, int, dict[str, str]]]:
-    """Yes/no training items (state, question, gold, meta): the reader recipe's on trainable shippable sets,
-    less the reader's left-out sets, and the written reading questions' training items."""
+    """Yes/no training items (state, question, gold, meta): ``answer_probe.training_records`` less every set the
+    reader leaves out (``reader_left_out_sets()``: the probe's sets and banking77)."""
+    from bench.precise.answer_probe import training_records
     from clef_agents.train.reader import typed_items
-    from clef_agents.train.reader_data import (
-        READER_SETS,
-        reader_left_out_sets,
-        reader_records,
-    )
-    from clef_agents.train.reader_questions import written_records
-    from clef_agents.train.split import check_trainable
+    from clef_agents.train.reader_data import reader_left_out_sets
 
-    sets = [name for name in READER_SETS if name not in reader_left_out_sets()]
-    check_trainable(sets, shipped=True)
-    records = reader_records("train", per_set=per_set, seed=seed, sets=sets, version=2) + written_records("train")
-    records = [r for r in records if r["questions"]["q"]["type"] == "noul"]
+    records = training_records(per_set, seed, exclude=reader_left_out_sets())
     return [(s, q, g, {"dataset": r["meta"]["dataset"], "form": r["meta"]["form"]}) for (s, q, g), r in zip(typed_items(records), records)]
-
-
-def by_state(items: list) -> list[list[int]]:
-    groups: dict[str, list[int]] = {}
-    for i, (state, _, _, _) in enumerate(items):
-        groups.setdefault(state, []).append(i)
-    return list(groups.values())
 
 
 def train(args: argparse.Namespace) -> None:
@@ -73,6 +58,8 @@ def train(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     started = time.time()
+    from bench.precise.answer_probe import by_state
+
     items = training_items(args.per_set, args.seed)
     groups = by_state(items)
     random.Random(args.seed).shuffle(groups)
@@ -139,12 +126,15 @@ def judge(args: argparse.Namespace) -> None:
     import torch
     from tqdm import tqdm
 
+    from bench.precise.answer_probe import by_state
     from clef_agents import wire
     from clef_agents.model.config import Calibration
     from clef_agents.model.prefill_lm import (
+        LMSettings,
         PrefillLM,
         load_causal_lm,
         load_noul_adapter,
+        settings_path,
     )
     from clef_agents.train.reader_probe import probe_items
 
@@ -153,11 +143,10 @@ def judge(args: argparse.Namespace) -> None:
     adapter = Path(args.adapter)
     model, tokenizer = load_causal_lm("precise", torch.float32)
     load_noul_adapter(model, adapter)
-    shipped = PrefillLM.load("precise", precision="float32")
+    shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
     lm = PrefillLM(model, tokenizer, name="precise", answer="name", max_state_tokens=shipped.max_state_tokens,
                    calibration=Calibration(), prior_correction={}, system_prompt=shipped.system_prompt,
                    noul_adapter=adapter.name)
-    del shipped
     items = [item for item in probe_items(rows_per_set=PROBE_ROWS) if isinstance(item[1], wire.Noul)]
     rows: list[dict[str, Any]] = []
     for group in tqdm(by_state(items), desc="probe", unit="state", mininterval=30):

@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import torch
 
+from bench.baselines.methods import softmax
 from clef_agents import wire
 from clef_agents.model.config import Calibration
 from clef_agents.model.reader import QuestionReader
@@ -41,19 +42,15 @@ COSINE_SCALE = 20.0
 COLUMNS = ("noul_auroc", "choice_accuracy", "criterion", "nll", "ece")
 
 
-def read_inputs(rows: int, model_name: str) -> dict[str, Any]:
+def read_inputs(rows: int, model: Any, model_name: str) -> dict[str, Any]:
     """Probe items with the reader's raw logits, the head's answers and each choice's cosine logits."""
     from probe import head_probabilities
 
-    from clef_agents.model import ClefDecisionModel
     from clef_agents.model.scorer import option_texts
     from clef_agents.train.reader_probe import probe_items
 
     items = probe_items(rows)
-    model = ClefDecisionModel.from_pretrained(model_name)
     reader = model.engine.reader
-    if reader is None:
-        raise SystemExit(f"{model_name} has no question reader")
     logits = reader.logits([(state, q) for state, q, _, _ in items])
     head = head_probabilities(model_name, items)
     states = sorted({state for state, q, _, _ in items if isinstance(q, wire.Choice)})
@@ -66,13 +63,6 @@ def read_inputs(rows: int, model_name: str) -> dict[str, Any]:
         options = torch.nn.functional.normalize(model.engine.embed_frozen(option_texts(question)), dim=-1)
         cosine.append((COSINE_SCALE * options @ state_vec[state]).tolist())
     return {"items": items, "logits": logits, "head": head, "cosine": cosine}
-
-
-def softmax(values: list[float]) -> list[float]:
-    top = max(values)
-    exp = [math.exp(v - top) for v in values]
-    total = sum(exp)
-    return [v / total for v in exp]
 
 
 def head_margin(probabilities: list[float]) -> float:
@@ -201,18 +191,20 @@ def main() -> int:
 
     torch.set_num_threads(args.threads)
     started = time.time()
+    from clef_agents.model import ClefDecisionModel
+
+    model = ClefDecisionModel.from_pretrained(args.model)
+    if model.engine.reader is None:
+        raise SystemExit(f"{args.model} has no question reader")
     cache = Path(args.cache) if args.cache else None
     if cache is not None and cache.is_file():
         data = torch.load(cache, weights_only=False)
     else:
-        data = read_inputs(args.rows, args.model)
+        data = read_inputs(args.rows, model, args.model)
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             torch.save(data, cache)
-    from clef_agents.model import ClefDecisionModel
-
-    reader = ClefDecisionModel.from_pretrained(args.model).engine.reader
-    knobs = Knobs(reader, data)
+    knobs = Knobs(model.engine.reader, data)
     halves = [probe_half(item) for item in data["items"]]
     folds = [fold(knobs, halves, h) for h in (0, 1)]
     keep = kept(folds)

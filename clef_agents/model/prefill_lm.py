@@ -267,6 +267,7 @@ class PrefillLM:
         if noul_adapter is not None and NOUL_ADAPTER not in self.adapter_names():
             raise ValueError(f"noul_adapter names {noul_adapter!r}, but the LM has no {NOUL_ADAPTER!r} adapter loaded "
                              f"(found {self.adapter_names() or 'none'}); use PrefillLM.load or add_noul_adapter")
+        self._adapter_layers = self._find_adapter_layers()
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
         self._yes = self._first_tokens(YES_WORDS)
@@ -339,7 +340,9 @@ class PrefillLM:
         """The LoRA adapters loaded into the LM (``["noul"]`` with a yes/no adapter, else none)."""
         return sorted(getattr(self.model, "peft_config", None) or {})
 
-    def _adapter_layers(self) -> list[Any]:
+    def _find_adapter_layers(self) -> list[Any]:
+        if self.noul_adapter is None:
+            return []
         from peft.tuners.tuners_utils import BaseTunerLayer
 
         return [module for module in self.model.modules() if isinstance(module, BaseTunerLayer)]
@@ -360,6 +363,11 @@ class PrefillLM:
         config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=NOUL_ADAPTER_TARGETS)
         inject_adapter_in_model(config, self.model, adapter_name=NOUL_ADAPTER)
         self.noul_adapter = folder
+        self._adapter_layers = self._find_adapter_layers()
+
+    def reads_with_adapter(self, question: wire.TextQuestion) -> bool:
+        """Whether the yes/no adapter reads this question (a yes/no question, an adapter, and ``noul_adapter_on``)."""
+        return self.noul_adapter is not None and self.noul_adapter_on and isinstance(question, wire.Noul)
 
     def adapter_parameters(self) -> list[torch.nn.Parameter]:
         """The yes/no adapter's parameters (what training updates); empty without one."""
@@ -367,9 +375,8 @@ class PrefillLM:
 
     @contextlib.contextmanager
     def _adapter(self, on: bool) -> Any:
-        if self.noul_adapter is not None:
-            for layer in self._adapter_layers():
-                layer.enable_adapters(on)
+        for layer in self._adapter_layers:
+            layer.enable_adapters(on)
         yield
 
     # ------------------------------------------------------------------ reading
@@ -400,11 +407,15 @@ class PrefillLM:
         key = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
         found = self._prefixes.get(key)
         if found is None:
-            with torch.inference_mode(), self._adapter(False):
-                out = self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
-            found = (out.cache, len(ids))
+            with torch.inference_mode():
+                found = self._prefix_pass(ids)
             self._prefixes.put(key, found, self.prefix_cache_size)
         return found
+
+    def _prefix_pass(self, ids: list[int]) -> tuple[Any, int]:
+        """The state's cache and length from one pass over ``ids``, without the adapter (the caller sets the grad mode)."""
+        with self._adapter(False):
+            return self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True).cache, len(ids)
 
     def _row_pass(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], hidden_states: bool = False,
                   adapter: bool = False, grad: bool = False) -> Any:
@@ -452,7 +463,7 @@ class PrefillLM:
         out = []
         for start in range(0, len(rows), self.question_chunk):
             chunk = rows[start : start + self.question_chunk]
-            hidden = self._row_pass(prefix, chunk, hidden_states=True, adapter=self.noul_adapter_on).hidden_states
+            hidden = self._row_pass(prefix, chunk, hidden_states=True, adapter=self.reads_with_adapter(questions[0])).hidden_states
             out += [torch.stack([hidden[layer][i, len(r) - 1] for layer in layers]).float() for i, (r, _) in enumerate(chunk)]
         return torch.stack(out)
 
@@ -485,9 +496,8 @@ class PrefillLM:
         """
         if not all(isinstance(q, wire.Noul) for q in questions):
             raise ValueError("training_margins reads yes/no questions only")
-        ids = self.state_ids(state)[0]
-        with torch.no_grad(), self._adapter(False):
-            prefix = (self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True).cache, len(ids))
+        with torch.no_grad():
+            prefix = self._prefix_pass(self.state_ids(state)[0])
         rows = [(self.question_ids(q), 1) for q in questions]
         hidden = self._row_pass(prefix, rows, adapter=True, grad=True).last_hidden_state
         return self.yes_no_margins(torch.stack([hidden[i, len(r) - 1] for i, (r, _) in enumerate(rows)]))
@@ -543,9 +553,8 @@ class PrefillLM:
 
     def _prior(self, question: wire.TextQuestion) -> tuple[torch.Tensor, int]:
         """The prior logits and the tokens read for them (0 when they came from the LRU)."""
-        adapter = bool(self.noul_adapter and self.noul_adapter_on and isinstance(question, wire.Noul))
         key = hashlib.sha256(json.dumps([self.answer, self.max_state_tokens, question_prompt(question, self.answer),
-                                         answer_names(question), adapter]).encode()).hexdigest()
+                                         answer_names(question), self.reads_with_adapter(question)]).encode()).hexdigest()
         found = self._priors.get(key)
         if found is not None:
             return found, 0
@@ -571,11 +580,10 @@ class PrefillLM:
                 for i, z in zip(probed, self.noul_probe.logits(states)):
                     out[i] = z.reshape(1)
                     tokens += len(self.question_ids(questions[i]))
-        for adapter in (True, False):
-            single = [i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None
-                      and isinstance(q, wire.Noul) == adapter]
+        adapted = [self.reads_with_adapter(q) for q in questions]
+        for on in sorted({adapted[i] for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None}):
+            single = [i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None and adapted[i] == on]
             suffixes = [self.question_ids(questions[i]) for i in single]
-            on = adapter and self.noul_adapter_on
             for i, suffix, log_probs in zip(single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes], on)):
                 masses = torch.stack([torch.logsumexp(log_probs[-1][t], 0) for t in self.answer_tokens(questions[i])])
                 out[i] = (masses[0] - masses[1]).reshape(1) if isinstance(questions[i], wire.Noul) else masses
@@ -634,11 +642,11 @@ class PrefillLM:
 
     def save_noul_adapter(self, folder: str | Path) -> Path:
         """Write the yes/no adapter (its config and weights, in PEFT's layout) to ``folder``."""
+        from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
 
         if self.noul_adapter is None:
             raise ValueError("this LM has no yes/no adapter to save")
-        from peft import get_peft_model_state_dict
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -690,9 +698,7 @@ class LMSettings(BaseModel):
     @field_validator("noul_probe")
     @classmethod
     def _probe_beside_the_settings(cls, value: str | None) -> str | None:
-        if value is not None and (not value or Path(value).name != value or value in (".", "..")):
-            raise ValueError(f"noul_probe must name a file beside the settings, without folders; got {value!r}")
-        return value
+        return None if value is None else check_beside_settings(value, "noul_probe", "a file")
 
     @field_validator("noul_adapter")
     @classmethod
@@ -700,16 +706,26 @@ class LMSettings(BaseModel):
         return None if value is None else check_adapter_folder(value)
 
 
+def check_beside_settings(name: str, field: str, kind: str) -> str:
+    """``name`` when it names ``kind`` (a file, a folder) beside the settings: no path separators, not "." or "..".
+
+    Example:
+        >>> check_beside_settings("noul_probe.safetensors", "noul_probe", "a file")
+        'noul_probe.safetensors'
+    """
+    if not name or Path(name).name != name or name in (".", ".."):
+        raise ValueError(f"{field} must name {kind} beside the settings, without folders; got {name!r}")
+    return name
+
+
 def check_adapter_folder(name: str) -> str:
-    """``name`` when it names a folder beside the settings (no path separators).
+    """``check_beside_settings`` for the yes/no adapter's folder.
 
     Example:
         >>> check_adapter_folder("noul_adapter")
         'noul_adapter'
     """
-    if not name or Path(name).name != name or name in (".", ".."):
-        raise ValueError(f"noul_adapter must name a folder beside the settings, without parent folders; got {name!r}")
-    return name
+    return check_beside_settings(name, "noul_adapter", "a folder")
 
 
 def load_noul_adapter(model: Any, folder: Path) -> None:
