@@ -13,6 +13,7 @@ from clef_agents.loading import load_model, spec_kind
 from clef_agents.model.config import Calibration
 from clef_agents.model.prefill_lm import (
     SETTINGS_FILE,
+    Demonstration,
     LMSettings,
     PrefillLM,
     PrefillLMDecisionModel,
@@ -134,7 +135,8 @@ def test_the_prior_correction_is_checked(lm):
 
 def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
     lm = PrefillLM(*load_causal_lm(folder), calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
-                   answer="name", max_state_tokens=64, prior_correction={"choice": 0.75}, system_prompt="judge the text")
+                   answer="name", max_state_tokens=64, prior_correction={"choice": 0.75}, system_prompt="judge the text",
+                   demonstrations=EXAMPLES[:1], questions_first=True)
     assert lm.save_settings(folder).name == SETTINGS_FILE
     try:
         loaded = PrefillLM.load(folder)
@@ -142,11 +144,88 @@ def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
         assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
         assert loaded.prior_correction == {"choice": 0.75}
         assert loaded.system_prompt == "judge the text"
+        assert loaded.demonstrations == EXAMPLES[:1] and loaded.questions_first
         assert loaded.state_ids(STATE)[0][:3] == loaded.tokenizer.encode("judge the text", add_special_tokens=False)
         assert PrefillLM(lm.model, lm.tokenizer).state_ids(STATE)[0] == lm.tokenizer.encode(STATE, add_special_tokens=False)
         assert PrefillLM.load(folder, answer="letter").answer == "letter"
     finally:
         (folder / SETTINGS_FILE).unlink()
+
+
+EXAMPLES = [
+    Demonstration(state="card lost", question=Noul(instructions="urgent ?"), answer="yes"),
+    Demonstration(state="help please", question=Choice(instructions="which team ?", criteria={"billing": None, "bug": None}),
+                  answer="bug"),
+    Demonstration(state="money charged twice", question=Score(instructions="how bad ?", criteria=["good", "bad"]), answer="bad"),
+]
+CHAT = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant> {% endif %}")
+
+
+@pytest.mark.parametrize("answer", ["letter", "name"])
+@pytest.mark.parametrize("chat", [False, True])
+def test_worked_examples_come_before_every_state_and_are_read_once(folder, answer, chat):
+    model, tokenizer = load_causal_lm(folder)
+    tokenizer.chat_template = CHAT if chat else None
+    lm = PrefillLM(model, tokenizer, answer=answer, demonstrations=EXAMPLES)
+    plain = PrefillLM(model, tokenizer, answer=answer)
+    assert lm.head_tokens() > plain.head_tokens()
+    shown = tokenizer.decode(lm.state_ids(STATE)[0])
+    starts = [shown.index(example.state) for example in EXAMPLES] + [shown.index(STATE)]
+    assert starts == sorted(starts)
+    for example, start, end in zip(EXAMPLES, starts, starts[1:]):  # each example's answer follows its question
+        block = shown[start:end].replace("[UNK]", " ").rstrip()  # the tiny vocabulary spells the template's marks [UNK]
+        assert block.endswith(f" {example.answer_text(answer)}"), block
+    lengths: list[int] = []
+    hook = model.base_model.register_forward_pre_hook(lambda _, args, kwargs: lengths.append(kwargs["input_ids"].shape[1]),
+                                                      with_kwargs=True)
+    try:
+        logits, _, _ = lm.logits(STATE, QUESTIONS)
+        lm.logits("another state entirely", QUESTIONS[:1])
+    finally:
+        hook.remove()
+    assert lengths.count(lm.head_tokens()) == 1  # the examples are read once, for both states
+    for question, got in zip(QUESTIONS, logits):
+        if answer == "name" and not isinstance(question, Noul):
+            continue  # names are scored as continuations; the letter case covers the prompt
+        full = full_forward_logits(lm, STATE, question)
+        expected = torch.stack([torch.logsumexp(full[ids], 0) for ids in lm.answer_tokens(question)])
+        expected = (expected[0] - expected[1]).reshape(1) if isinstance(question, Noul) else expected
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(logits[0], plain.logits(STATE, QUESTIONS[:1])[0][0])
+
+
+def test_questions_first_lists_the_request_s_questions_before_the_state(folder):
+    model, tokenizer = load_causal_lm(folder)
+    lm = PrefillLM(model, tokenizer, questions_first=True)
+    plain = PrefillLM(model, tokenizer)
+    ids = lm.state_ids(STATE, QUESTIONS)[0]
+    assert ids[-len(plain.state_ids(STATE)[0]):] == plain.state_ids(STATE)[0]  # the preview, then the state as before
+    assert tokenizer.decode(ids).index("urgent ?") < tokenizer.decode(ids).index(STATE)
+    assert lm.state_ids(STATE)[0] == plain.state_ids(STATE)[0]  # no questions, no preview
+    assert PrefillLM(model, tokenizer).state_ids(STATE, QUESTIONS)[0] == plain.state_ids(STATE)[0]  # off by default
+    logits, _, tokens = lm.logits(STATE, QUESTIONS)
+    for question, got in zip(QUESTIONS, logits):
+        with torch.inference_mode():
+            full = torch.log_softmax(model(input_ids=torch.tensor([ids + lm.question_ids(question)])).logits[0, -1].float(), -1)
+        expected = torch.stack([torch.logsumexp(full[t], 0) for t in lm.answer_tokens(question)])
+        expected = (expected[0] - expected[1]).reshape(1) if isinstance(question, Noul) else expected
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert tokens == len(ids) + sum(len(lm.question_ids(q)) for q in QUESTIONS)
+    alone = lm.logits(STATE, QUESTIONS[:1])[0][0]
+    assert not torch.allclose(alone, logits[0])  # the state is read knowing the whole request
+
+
+def test_a_worked_example_s_answer_must_be_one_of_its_question_s():
+    with pytest.raises(ValueError, match=r"answer must be one of \['yes', 'no'\], got 'maybe'"):
+        Demonstration(state="card lost", question=Noul(instructions="urgent ?"), answer="maybe")
+    with pytest.raises(ValueError, match=r"one of \['billing', 'bug'\], got 'sales'"):
+        Demonstration(state="help", question=Choice(instructions="team ?", criteria={"billing": None, "bug": None}), answer="sales")
+    with pytest.raises(ValueError):
+        Demonstration(state="", question=Noul(instructions="urgent ?"), answer="yes")
+    level = Demonstration(state="x", question=Score(instructions="how bad ?", criteria=["fine", "very bad"]), answer="very bad")
+    assert (level.answer_text("name"), level.answer_text("letter")) == ("very bad", "B")
+    assert EXAMPLES[0].answer_text("name") == "Yes"
 
 
 def test_answering_by_name_scores_each_name_as_the_continuation(folder):

@@ -140,6 +140,21 @@ def per_source_auroc(scores: list[float], yes: list[int], sources: list[str], mi
     return out
 
 
+def auroc_table(scores: dict[str, list[float]], yes: list[int], sources: list[str], negated: list[int],
+                min_items: int) -> dict[str, dict[str, Any]]:
+    """Per named margin: AUROC on each source (``per_source_auroc``), their mean, and AUROC on the items
+    ``negated`` (indices; NaN when there are none)."""
+    from clef_agents.train.metrics import auroc
+
+    table = {}
+    for name, values in scores.items():
+        per_set = per_source_auroc(values, yes, sources, min_items)
+        table[name] = {"mean": round(sum(per_set.values()) / len(per_set), 4) if per_set else float("nan"),
+                       "sets": {k: round(v, 4) for k, v in per_set.items()},
+                       "negated": round(auroc([values[i] for i in negated], [yes[i] for i in negated]), 4) if negated else float("nan")}
+    return table
+
+
 def leave_one_source_out(states: Any, yes: list[int], sources: list[str], layers: tuple[int, ...], l2: float) -> dict[str, float]:
     """Rule 1: AUROC on each training source of the probe fitted on every other source."""
     import torch

@@ -173,21 +173,13 @@ def judge(args: argparse.Namespace) -> None:
 
 def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The rule's comparison on the probe rows: per-set and negated-form AUROC, shipped against adapter."""
-    from bench.precise.answer_probe import per_source_auroc
-    from clef_agents.train.metrics import auroc
+    from bench.precise.answer_probe import auroc_table
 
-    yes = [r["yes"] for r in rows]
     scores = {"shipped (raw − 0.5 prior)": [r["raw"] - SHIPPED_NOUL_CORRECTION * r["prior"] for r in rows],
               "adapter (raw)": [r["adapter"] for r in rows],
               "without either (raw)": [r["raw"] for r in rows]}
-    sources = [r["dataset"] for r in rows]
     negated = [i for i, r in enumerate(rows) if r["form"].endswith("negated")]
-    table = {}
-    for name, values in scores.items():
-        per_set = per_source_auroc(values, yes, sources, MIN_ITEMS)
-        table[name] = {"mean": round(sum(per_set.values()) / len(per_set), 4) if per_set else float("nan"),
-                       "sets": {k: round(v, 4) for k, v in per_set.items()},
-                       "negated": round(auroc([values[i] for i in negated], [yes[i] for i in negated]), 4) if negated else float("nan")}
+    table = auroc_table(scores, [r["yes"] for r in rows], [r["dataset"] for r in rows], negated, MIN_ITEMS)
     base, new = table["shipped (raw − 0.5 prior)"], table["adapter (raw)"]
     adopted = bool(new["mean"] >= base["mean"] + ADOPT_MARGIN and new["negated"] > base["negated"])
     return {"table": table, "negated_items": len(negated), "adopted": adopted}

@@ -43,10 +43,13 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from langchain_core.decisions import (
+    Choice,
     ClassifierRequest,
     ClassifierResponse,
+    Noul,
+    Score,
 )
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from clef_agents import wire
 from clef_agents.batched import BatchedDecisionModel, prepare_request
@@ -209,6 +212,21 @@ def question_prompt(question: wire.TextQuestion, answer: str = "letter") -> str:
     return f"{head}\nOptions:\n{listed}\nAnswer with the {what} of the best option."
 
 
+def questions_preview(questions: Sequence[wire.TextQuestion]) -> str:
+    """What ``questions_first`` puts before the state: the questions' texts (without options), so that the text
+    is read knowing what will be asked; each question is asked again after the state.
+
+    Example:
+        >>> print(questions_preview([wire.Noul(instructions="Is this urgent?")]))
+        Questions that will be asked about the text below:
+        - Is this urgent?
+        Text:
+        <BLANKLINE>
+    """
+    listed = "\n".join(f"- {question_text(q)}" for q in questions)
+    return f"Questions that will be asked about the text below:\n{listed}\nText:\n"
+
+
 def answer_names(question: wire.TextQuestion) -> list[str]:
     """What each option is scored as when the LM answers with names: the option's name in words, or
     the level's text.
@@ -236,7 +254,8 @@ class PrefillLM:
                  calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
                  name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
                  prior_cache_size: int = 256, system_prompt: str | None = None, noul_probe: NoulProbe | None = None,
-                 noul_probe_file: str | None = None, noul_adapter: str | None = None):
+                 noul_probe_file: str | None = None, noul_adapter: str | None = None,
+                 demonstrations: Sequence[Demonstration] = (), questions_first: bool = False):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -255,6 +274,10 @@ class PrefillLM:
         self.prior_correction = LMSettings(prior_correction=prior_correction or {}).prior_correction
         self.prior_cache_size = prior_cache_size
         self.system_prompt = system_prompt
+        self.demonstrations = [Demonstration.model_validate(d) for d in demonstrations]
+        self.questions_first = questions_first
+        """Whether the request's questions are also listed before the state, so that the LM reads the text knowing
+        what it will be asked (the state's cache is then kept per state and question list)."""
         depth = int(getattr(model.config, "num_hidden_layers", 0) or 0)
         if noul_probe is not None and depth and (max(noul_probe.layers) > depth or noul_probe.hidden_size != model.config.hidden_size):
             raise ValueError(f"the yes/no probe reads layers {noul_probe.layers} of width {noul_probe.hidden_size}; this LM has "
@@ -270,6 +293,8 @@ class PrefillLM:
         self._adapter_layers = self._find_adapter_layers()
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = self._template_parts()
+        self._head_ids = self.tokenizer.encode(self._head, add_special_tokens=False)
+        self._head_prefix: tuple[Any, int] | None = None
         self._yes = self._first_tokens(YES_WORDS)
         self._no = self._first_tokens(NO_WORDS)
         self._letters = [self._first_tokens((letter, f" {letter}")) for letter in LETTERS]
@@ -292,7 +317,8 @@ class PrefillLM:
         if saved.exists():
             stored = LMSettings.model_validate_json(saved.read_text())
             found = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
-                     "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt}
+                     "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt,
+                     "demonstrations": stored.demonstrations, "questions_first": stored.questions_first}
             if stored.noul_probe:
                 found |= {"noul_probe": NoulProbe.load(saved.parent / stored.noul_probe), "noul_probe_file": stored.noul_probe}
             if stored.noul_adapter:
@@ -303,14 +329,20 @@ class PrefillLM:
 
     def _template_parts(self) -> tuple[str, str]:
         """The prompt's text before the state and after the question: the chat template's, with the system
-        prompt (or, without a template, the system prompt as the first paragraph and an "Answer:" cue)."""
+        prompt and the worked examples as earlier turns (or, without a template, the system prompt as the
+        first paragraph, each example as a paragraph, and an "Answer:" cue)."""
         if getattr(self.tokenizer, "chat_template", None):
             system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-            text = self.tokenizer.apply_chat_template([*system, {"role": "user", "content": MARK}], tokenize=False,
+            shown = [turn for demo in self.demonstrations for turn in (
+                {"role": "user", "content": f"{demo.state}\n\n{question_prompt(demo.question, self.answer)}"},
+                {"role": "assistant", "content": demo.answer_text(self.answer)})]
+            text = self.tokenizer.apply_chat_template([*system, *shown, {"role": "user", "content": MARK}], tokenize=False,
                                                       add_generation_prompt=True)
             head, _, tail = text.partition(MARK)
             return head, tail
-        return (f"{self.system_prompt}\n\n" if self.system_prompt else ""), "\nAnswer:"
+        shown_text = "".join(f"{demo.state}\n\n{question_prompt(demo.question, self.answer)}\nAnswer: "
+                             f"{demo.answer_text(self.answer)}\n\n" for demo in self.demonstrations)
+        return (f"{self.system_prompt}\n\n" if self.system_prompt else "") + shown_text, "\nAnswer:"
 
     def _first_tokens(self, words: Sequence[str]) -> list[int]:
         ids = {self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words if self.tokenizer.encode(w, add_special_tokens=False)}
@@ -320,6 +352,11 @@ class PrefillLM:
     def device(self) -> torch.device:
         """Where the model's weights are."""
         return next(self.model.parameters()).device
+
+    def head_tokens(self) -> int:
+        """How many tokens of prompt come before every state (the chat template's head, the system prompt and the
+        worked examples)."""
+        return len(self._head_ids)
 
     def cached_prefixes(self) -> int:
         """How many states' prefix caches are kept now (at most ``prefix_cache_size``)."""
@@ -381,13 +418,14 @@ class PrefillLM:
 
     # ------------------------------------------------------------------ reading
 
-    def state_ids(self, state: str) -> tuple[list[int], Truncation]:
-        """The prompt's token ids up to and including the state (cut head and tail to ``max_state_tokens``)."""
+    def state_ids(self, state: str, questions: Sequence[wire.TextQuestion] = ()) -> tuple[list[int], Truncation]:
+        """The prompt's token ids up to and including the state (cut head and tail to ``max_state_tokens``); with
+        ``questions_first``, ``questions`` are listed before the state (``questions_preview``)."""
         ids = self.tokenizer.encode(state, add_special_tokens=False)
         kept = truncate_ids(ids, self.max_state_tokens, self.tail_fraction)
-        head = self.tokenizer.encode(self._head, add_special_tokens=False)
         tail = self.tokenizer.encode("\n\n", add_special_tokens=False)
-        prompt = head + kept + tail
+        preview = questions_preview(questions) if self.questions_first and questions else ""
+        prompt = self._head_ids + (self.tokenizer.encode(preview, add_special_tokens=False) if preview else []) + kept + tail
         if not prompt:  # an empty state, no chat template and a tokenizer that drops blank lines
             prompt = [self._filler_token()]
         return prompt, Truncation("head_tail", len(ids), len(kept))
@@ -407,10 +445,22 @@ class PrefillLM:
         key = hashlib.sha256(json.dumps(ids).encode()).hexdigest()
         found = self._prefixes.get(key)
         if found is None:
-            with torch.inference_mode():
-                found = self._prefix_pass(ids)
+            head = len(self._head_ids)
+            if self.demonstrations and head and ids[:head] == self._head_ids and len(ids) > head:
+                found = self._extend(self._shared_head(), ids[head:])
+            else:
+                with torch.inference_mode():
+                    found = self._prefix_pass(ids)
             self._prefixes.put(key, found, self.prefix_cache_size)
         return found
+
+    def _shared_head(self) -> tuple[Any, int]:
+        """The cache of the prompt's head (system prompt and worked examples), read once: every state's prefix
+        extends it."""
+        if self._head_prefix is None:
+            with torch.inference_mode():
+                self._head_prefix = self._prefix_pass(self._head_ids)
+        return self._head_prefix
 
     def _prefix_pass(self, ids: list[int]) -> tuple[Any, int]:
         """The state's cache and length from one pass over ``ids``, without the adapter (the caller sets the grad mode)."""
@@ -458,7 +508,7 @@ class PrefillLM:
         depth = int(self.model.config.num_hidden_layers)
         if not layers or any(not 0 <= layer <= depth for layer in layers):
             raise ValueError(f"layers must be between 0 and {depth}, got {list(layers)}")
-        prefix = self._prefix(self.state_ids(state)[0])
+        prefix = self._prefix(self.state_ids(state, questions)[0])
         rows = [(self.question_ids(q), 1) for q in questions]
         out = []
         for start in range(0, len(rows), self.question_chunk):
@@ -497,7 +547,7 @@ class PrefillLM:
         if not all(isinstance(q, wire.Noul) for q in questions):
             raise ValueError("training_margins reads yes/no questions only")
         with torch.no_grad():
-            prefix = self._prefix_pass(self.state_ids(state)[0])
+            prefix = self._prefix_pass(self.state_ids(state, questions)[0])
         rows = [(self.question_ids(q), 1) for q in questions]
         hidden = self._row_pass(prefix, rows, adapter=True, grad=True).last_hidden_state
         return self.yes_no_margins(torch.stack([hidden[i, len(r) - 1] for i, (r, _) in enumerate(rows)]))
@@ -569,7 +619,7 @@ class PrefillLM:
         Yes/no questions (and lettered options) are one row each, read together on the state's cache. With
         ``answer="name"`` a choice or score question's prompt extends the state's cache once, and each option's
         name is one row on that."""
-        ids, truncation = self.state_ids(state)
+        ids, truncation = self.state_ids(state, questions)
         prefix = self._prefix(ids)
         tokens = len(ids)
         out: list[torch.Tensor | None] = [None] * len(questions)
@@ -638,6 +688,7 @@ class PrefillLM:
         """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
         return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
                           prior_correction=self.prior_correction, system_prompt=self.system_prompt,
+                          demonstrations=self.demonstrations, questions_first=self.questions_first,
                           noul_probe=self.noul_probe_file, noul_adapter=self.noul_adapter)
 
     def save_noul_adapter(self, folder: str | Path) -> Path:
@@ -670,6 +721,46 @@ class PrefillLM:
         return target
 
 
+class Demonstration(BaseModel):
+    """A worked example the LM sees before every state: a text, a question about it and the question's answer
+    (``yes`` or ``no``, an option's name, or a level's text).
+
+    Example:
+        >>> demo = Demonstration(state="The parcel came early.", question=Noul(instructions="Was it late?"), answer="no")
+        >>> demo.answer_text("name")
+        'No'
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: str = Field(min_length=1)
+    question: Noul | Choice | Score
+    answer: str
+
+    @model_validator(mode="after")
+    def _answer_is_an_option(self) -> Demonstration:
+        allowed = self.allowed_answers()
+        if self.answer not in allowed:
+            raise ValueError(f"a worked example's answer must be one of {allowed}, got {self.answer!r}")
+        return self
+
+    def allowed_answers(self) -> list[str]:
+        """What ``answer`` may be: yes and no, the option names, or the levels' texts."""
+        if isinstance(self.question, Noul):
+            return list(wire.NOUL_OPTIONS)
+        if isinstance(self.question, Choice):
+            return list(self.question.criteria)
+        return answer_names(self.question)
+
+    def answer_text(self, answer: str) -> str:
+        """The answer as the LM is asked to give it: "Yes" or "No", an option's letter (``answer="letter"``),
+        or its name or level as the prompt reads it."""
+        if isinstance(self.question, Noul):
+            return self.answer.capitalize()
+        index = self.allowed_answers().index(self.answer)
+        return LETTERS[index] if answer == "letter" else answer_names(self.question)[index]
+
+
 class LMSettings(BaseModel):
     """The settings a local LM is loaded with, chosen and calibrated on the probe (bench/precise)."""
 
@@ -682,6 +773,10 @@ class LMSettings(BaseModel):
     from its logits (``z − λ·z_prior``); absent or 0: none."""
     system_prompt: str | None = None
     """The chat template's system message; None keeps the template's default."""
+    demonstrations: list[Demonstration] = Field(default_factory=list)
+    """Worked examples shown before every state, as earlier chat turns; empty: none."""
+    questions_first: bool = False
+    """Whether the request's questions are also listed before the state (``questions_preview``)."""
     noul_probe: str | None = None
     """A ``NoulProbe`` file beside the settings that reads yes/no answers from hidden states; None: the
     yes/no margin of the answer tokens."""

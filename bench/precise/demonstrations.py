@@ -1,0 +1,142 @@
+"""Prompt levers for the precise tier, each judged once on the reader probe's yes/no items by a rule written and
+committed before its measurement:
+
+- ``--lever examples`` (rule_demonstrations.md): the worked examples of ``demonstrations.json`` before every
+  state, as earlier chat turns (``LMSettings.demonstrations``);
+- ``--lever questions-first`` (rule_questions_first.md): the request's questions listed before the state too
+  (``LMSettings.questions_first``).
+
+The shipped margin on the same 180 items is the one recorded in ``noul_adapter.json`` (stop 36); the judge checks
+that its items are those, in order, and reads the margins with the lever.
+
+Run:
+    OMP_NUM_THREADS=1 CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/demonstrations.py --threads 2
+    OMP_NUM_THREADS=1 CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/demonstrations.py --lever questions-first --threads 2
+Writes bench/precise/demonstrations_judge.{json,md} or questions_first_judge.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+EXAMPLES = HERE / "demonstrations.json"
+RECORDED = HERE / "noul_adapter.json"
+SHIPPED_NOUL_CORRECTION = 0.5
+"""precise's yes/no prior correction (clef_lm.json): the margin is raw − 0.5 × prior, with or without examples."""
+ADOPT_MARGIN = 0.03
+PROBE_ROWS = 60
+MIN_ITEMS = 20
+LEVERS = {"examples": ("rule_demonstrations.md", "demonstrations_judge", "Worked examples before the state"),
+          "questions-first": ("rule_questions_first.md", "questions_first_judge", "The questions listed before the state")}
+"""Per lever: its rule, its report's stem and its report's title."""
+
+
+def load_examples(path: Path = EXAMPLES) -> list[Any]:
+    """The frozen worked examples, validated."""
+    from clef_agents.model.prefill_lm import Demonstration
+
+    return [Demonstration.model_validate(d) for d in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def recorded_rows(items: list, path: Path = RECORDED) -> list[dict[str, Any]]:
+    """Stop 36's rows for the same probe items; refuses if the items are not the recorded ones, in order."""
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    found = [(m["dataset"], m["form"], int(g == 0)) for _, _, g, m in items]
+    kept = [(r["dataset"], r["form"], r["yes"]) for r in rows]
+    if found != kept:
+        first = next((i for i, (a, b) in enumerate(zip(found, kept)) if a != b), min(len(found), len(kept)))
+        raise SystemExit(f"the probe's yes/no items differ from those recorded in {path.name} (item {first}; "
+                         f"{len(found)} items here, {len(kept)} recorded): the shipped margin would have to be read again")
+    return rows
+
+
+def judge(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+    from tqdm import tqdm
+
+    from bench.precise.answer_probe import by_state
+    from clef_agents import wire
+    from clef_agents.model.config import Calibration
+    from clef_agents.model.prefill_lm import LMSettings, PrefillLM, settings_path
+    from clef_agents.train.reader_probe import probe_items
+
+    torch.set_num_threads(args.threads)
+    started = time.time()
+    items = [item for item in probe_items(rows_per_set=PROBE_ROWS) if isinstance(item[1], wire.Noul)]
+    recorded = recorded_rows(items)
+    shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
+    lever = {"demonstrations": load_examples()} if args.lever == "examples" else {"questions_first": True}
+    lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer, **lever)
+    rows: list[dict[str, Any]] = []
+    for group in tqdm(by_state(items), desc="probe", unit="state", mininterval=30):
+        raw = lm.raw_logits(items[group[0]][0], [items[i][1] for i in group])[0]
+        for k, i in enumerate(group):
+            rows.append({"index": i, "raw": float(raw[k][0]), "prior": float(lm.prior_logits(items[i][1])[0])})
+    rows.sort(key=lambda r: r["index"])
+    merged = [{"shipped_raw": old["raw"], "shipped_prior": old["prior"], "lever_raw": new["raw"],
+               "lever_prior": new["prior"], "yes": old["yes"], "dataset": old["dataset"], "form": old["form"]}
+              for old, new in zip(recorded, rows)]
+    rule, stem, title = LEVERS[args.lever]
+    result = verdict(merged, args.lever)
+    result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
+                   "title": title, "rule": rule, "examples": len(lm.demonstrations),
+                   "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
+    stem = Path(args.out or HERE / stem)
+    stem.with_suffix(".json").write_text(json.dumps({**result, "rows": merged}, indent=1), encoding="utf-8")
+    stem.with_suffix(".md").write_text(report(result), encoding="utf-8")
+    print(report(result))
+    return result
+
+
+def verdict(rows: list[dict[str, Any]], lever: str) -> dict[str, Any]:
+    """The rule's comparison: per-set and negated-form AUROC, shipped against the lever."""
+    from bench.precise.answer_probe import auroc_table
+
+    candidate = f"{lever} (raw − 0.5 prior)"
+    scores = {"shipped (raw − 0.5 prior)": [r["shipped_raw"] - SHIPPED_NOUL_CORRECTION * r["shipped_prior"] for r in rows],
+              candidate: [r["lever_raw"] - SHIPPED_NOUL_CORRECTION * r["lever_prior"] for r in rows],
+              f"{lever} (raw)": [r["lever_raw"] for r in rows]}
+    negated = [i for i, r in enumerate(rows) if r["form"].endswith("negated")]
+    table = auroc_table(scores, [r["yes"] for r in rows], [r["dataset"] for r in rows], negated, MIN_ITEMS)
+    base, new = table["shipped (raw − 0.5 prior)"], table[candidate]
+    adopted = bool(new["mean"] >= base["mean"] + ADOPT_MARGIN and new["negated"] > base["negated"])
+    return {"table": table, "negated_items": len(negated), "adopted": adopted}
+
+
+def report(result: dict[str, Any]) -> str:
+    lines = [f"# {result['title']} (precise tier), judged on the reader probe", "",
+             (f"Command: `{result['command']}` ({result['items']} probe yes/no items, {result['examples']} worked examples, "
+              f"{result['head_tokens']} tokens of prompt before each state, {result['seconds']} s). Rule: "
+              f"[{result['rule']}]({result['rule']}), written before any measurement; the shipped margin is "
+              f"stop 36's on the same items ([noul_adapter.json](noul_adapter.json))."), ""]
+    sets = sorted({s for row in result["table"].values() for s in row["sets"]})
+    lines += ["| margin | mean AUROC over sets | negated forms | " + " | ".join(sets) + " |",
+              "|---|---:|---:|" + "---:|" * len(sets)]
+    for name, row in result["table"].items():
+        lines.append(f"| {name} | {row['mean']:.3f} | {row['negated']:.3f} | "
+                     + " | ".join(f"{row['sets'].get(s, math.nan):.3f}" for s in sets) + " |")
+    lines += ["", (f"Negated forms: {result['negated_items']} items. Adopted ({result['lever']} ≥ shipped + {ADOPT_MARGIN} and "
+                   f"higher on negated forms): **{'yes' if result['adopted'] else 'no'}**.")]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lever", choices=sorted(LEVERS), default="examples", help="the prompt lever judged (default examples)")
+    parser.add_argument("--out", default=None, help="report stem (default bench/precise/<lever's stem>)")
+    parser.add_argument("--threads", type=int, default=2)
+    judge(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()
