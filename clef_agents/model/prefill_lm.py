@@ -154,7 +154,7 @@ def load_causal_lm(reference: str | Path, dtype: torch.dtype = torch.float32) ->
 
     path = precise_gguf() if str(reference) == "precise" else Path(reference).expanduser()
     if path.suffix == ".gguf":
-        path = _dequantised(path)
+        path = dequantised_folder(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"language model {str(reference)!r}: expected a folder with config.json, a .gguf file or 'precise'")
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
@@ -162,7 +162,13 @@ def load_causal_lm(reference: str | Path, dtype: torch.dtype = torch.float32) ->
     return model.eval(), tokenizer
 
 
-def _dequantised(source: Path) -> Path:
+def dequantised_folder(source: Path) -> Path:
+    """The folder (config, safetensors, tokenizer) of a GGUF file dequantised once and cached under ``lm_cache_dir``.
+
+    Example:
+        >>> dequantised_folder(precise_gguf())  # doctest: +SKIP
+        PosixPath('/root/.cache/clef_agents/lm/04e9105be972ed0a')
+    """
     if not source.exists():
         raise FileNotFoundError(f"GGUF file not found: {source}")
     stat = source.stat()
@@ -225,6 +231,17 @@ def questions_preview(questions: Sequence[wire.TextQuestion]) -> str:
     """
     listed = "\n".join(f"- {question_text(q)}" for q in questions)
     return f"Questions that will be asked about the text below:\n{listed}\nText:\n"
+
+
+def first_token_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
+    """The distinct first tokens of ``words`` (e.g. ``YES_WORDS``): the tokens whose next-token mass is an answer's.
+
+    Example:
+        >>> first_token_ids(tokenizer, YES_WORDS)  # doctest: +SKIP
+        [9454, 9693, 14004, 297, 7414]
+    """
+    ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in words if tokenizer.encode(w, add_special_tokens=False)}
+    return sorted(ids)
 
 
 def answer_names(question: wire.TextQuestion) -> list[str]:
@@ -345,8 +362,7 @@ class PrefillLM:
         return (f"{self.system_prompt}\n\n" if self.system_prompt else "") + shown_text, "\nAnswer:"
 
     def _first_tokens(self, words: Sequence[str]) -> list[int]:
-        ids = {self.tokenizer.encode(w, add_special_tokens=False)[0] for w in words if self.tokenizer.encode(w, add_special_tokens=False)}
-        return sorted(ids)
+        return first_token_ids(self.tokenizer, words)
 
     @property
     def device(self) -> torch.device:
