@@ -155,6 +155,16 @@ def auroc_table(scores: dict[str, list[float]], yes: list[int], sources: list[st
     return table
 
 
+def auroc_table_lines(table: dict[str, dict[str, Any]]) -> list[str]:
+    """``auroc_table`` as markdown rows: each margin's mean over sets, negated forms and every set."""
+    sets = sorted({s for row in table.values() for s in row["sets"]})
+    lines = ["| margin | mean AUROC over sets | negated forms | " + " | ".join(sets) + " |", "|---|---:|---:|" + "---:|" * len(sets)]
+    for name, row in table.items():
+        lines.append(f"| {name} | {row['mean']:.3f} | {row['negated']:.3f} | "
+                     + " | ".join(f"{row['sets'].get(s, math.nan):.3f}" for s in sets) + " |")
+    return lines
+
+
 def leave_one_source_out(states: Any, yes: list[int], sources: list[str], layers: tuple[int, ...], l2: float) -> dict[str, float]:
     """Rule 1: AUROC on each training source of the probe fitted on every other source."""
     import torch

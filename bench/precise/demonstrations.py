@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -31,11 +30,13 @@ sys.path.insert(0, str(ROOT))
 
 EXAMPLES = HERE / "demonstrations.json"
 RECORDED = HERE / "noul_adapter.json"
-SHIPPED_NOUL_CORRECTION = 0.5
-"""precise's yes/no prior correction (clef_lm.json): the margin is raw − 0.5 × prior, with or without examples."""
-ADOPT_MARGIN = 0.03
-PROBE_ROWS = 60
-MIN_ITEMS = 20
+from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
+    ADOPT_MARGIN,
+    MIN_ITEMS,
+    PROBE_ROWS,
+    SHIPPED_NOUL_CORRECTION,
+)
+
 LEVERS = {"examples": ("rule_demonstrations.md", "demonstrations_judge", "Worked examples before the state"),
           "questions-first": ("rule_questions_first.md", "questions_first_judge", "The questions listed before the state")}
 """Per lever: its rule, its report's stem and its report's title."""
@@ -114,17 +115,14 @@ def verdict(rows: list[dict[str, Any]], lever: str) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
+    from bench.precise.answer_probe import auroc_table_lines
+
     lines = [f"# {result['title']} (precise tier), judged on the reader probe", "",
              (f"Command: `{result['command']}` ({result['items']} probe yes/no items, {result['examples']} worked examples, "
               f"{result['head_tokens']} tokens of prompt before each state, {result['seconds']} s). Rule: "
               f"[{result['rule']}]({result['rule']}), written before any measurement; the shipped margin is "
               f"stop 36's on the same items ([noul_adapter.json](noul_adapter.json))."), ""]
-    sets = sorted({s for row in result["table"].values() for s in row["sets"]})
-    lines += ["| margin | mean AUROC over sets | negated forms | " + " | ".join(sets) + " |",
-              "|---|---:|---:|" + "---:|" * len(sets)]
-    for name, row in result["table"].items():
-        lines.append(f"| {name} | {row['mean']:.3f} | {row['negated']:.3f} | "
-                     + " | ".join(f"{row['sets'].get(s, math.nan):.3f}" for s in sets) + " |")
+    lines += auroc_table_lines(result["table"])
     lines += ["", (f"Negated forms: {result['negated_items']} items. Adopted ({result['lever']} ≥ shipped + {ADOPT_MARGIN} and "
                    f"higher on negated forms): **{'yes' if result['adopted'] else 'no'}**.")]
     return "\n".join(lines) + "\n"

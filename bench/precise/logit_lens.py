@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -23,10 +22,13 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-SHIPPED_NOUL_CORRECTION = 0.5
-ADOPT_MARGIN = 0.03
+from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
+    ADOPT_MARGIN,
+    SHIPPED_NOUL_CORRECTION,
+)
+from bench.precise.noul_adapter import MIN_ITEMS as MIN_PROBE_ITEMS
+
 MIN_TRAIN_ITEMS = 10
-MIN_PROBE_ITEMS = 20
 STORED_TOLERANCE = 0.05
 """How far the head's margin at the last layer may be from the stored margin (states are stored in float16)."""
 
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
+    from bench.precise.answer_probe import auroc_table_lines
+
     lines = ["# The precise tier's yes/no answer read at an earlier layer (logit lens)", "",
              (f"Command: `{result['command']}` ({result['seconds']} s; the LM is not run). Rule: "
               f"[{result['rule']}]({result['rule']}), written before any measurement. At the last layer the head gives "
@@ -108,14 +112,9 @@ def report(result: dict[str, Any]) -> str:
              f"## Choosing the layer on {result['train_items']} training questions (sources with ≥ {MIN_TRAIN_ITEMS} items)", "",
              "| layer | mean AUROC over sources |", "|---|---:|"]
     lines += [f"| {layer} | {row['mean']:.3f} |" for layer, row in result["train_table"].items()]
-    sets = sorted({s for row in result["probe_table"].values() for s in row["sets"]})
     lines += ["", f"Chosen: layer {result['chosen']}.", "",
               f"## The probe's {result['probe_items']} yes/no items (every layer shown; only the chosen one is judged)", "",
-              "| margin | mean AUROC over sets | negated forms | " + " | ".join(sets) + " |",
-              "|---|---:|---:|" + "---:|" * len(sets)]
-    for name, row in result["probe_table"].items():
-        lines.append(f"| {name} | {row['mean']:.3f} | {row['negated']:.3f} | "
-                     + " | ".join(f"{row['sets'].get(s, math.nan):.3f}" for s in sets) + " |")
+              *auroc_table_lines(result["probe_table"])]
     lines += ["", (f"Negated forms: {result['negated_items']} items. Adopted (layer {result['chosen']} ≥ shipped + "
                    f"{ADOPT_MARGIN} and higher on negated forms): **{'yes' if result['adopted'] else 'no'}**.")]
     return "\n".join(lines) + "\n"

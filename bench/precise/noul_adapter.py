@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import shutil
 import sys
@@ -213,6 +212,8 @@ def write_settings(folder: Path, adapter: Path, rows: list[dict[str, Any]]) -> s
 
 
 def report(result: dict[str, Any]) -> str:
+    from bench.precise.answer_probe import auroc_table_lines
+
     trained = result.get("trained", {})
     lines = ["# A yes/no adapter for the precise tier, judged on the reader probe", "",
              (f"Command: `{result['command']}` ({result['items']} probe yes/no items, {result['seconds']} s). "
@@ -221,11 +222,7 @@ def report(result: dict[str, Any]) -> str:
         lines += [(f"Adapter: `{trained.get('command', '?')}`: {trained.get('updates')} updates over {trained.get('questions')} "
                    f"questions about {trained.get('states')} states ({trained.get('seconds')} s on the CPU); training loss "
                    f"{trained.get('loss_first_40')} (first 40 states) → {trained.get('loss_last_40')} (last 40)."), ""]
-    sets = sorted({s for row in result["table"].values() for s in row["sets"]})
-    lines += ["| margin | mean AUROC over sets | negated forms | " + " | ".join(sets) + " |",
-              "|---|---:|---:|" + "---:|" * len(sets)]
-    for name, row in result["table"].items():
-        lines.append(f"| {name} | {row['mean']:.3f} | {row['negated']:.3f} | " + " | ".join(f"{row['sets'].get(s, math.nan):.3f}" for s in sets) + " |")
+    lines += auroc_table_lines(result["table"])
     lines += ["", (f"Negated forms: {result['negated_items']} items. Adopted (adapter ≥ shipped + {ADOPT_MARGIN} and higher on "
                    f"negated forms): **{'yes' if result['adopted'] else 'no'}**.")]
     if result.get("written"):
