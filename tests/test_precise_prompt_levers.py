@@ -1,0 +1,91 @@
+"""bench/precise/demonstrations.py and logit_lens.py: the rule's verdict on probe rows, the check that the judged
+items are the recorded ones, and the logit lens's margins (synthetic rows and weights; no LM is read)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.precise.demonstrations import load_examples, recorded_rows, report, verdict
+from bench.precise.logit_lens import LogitLens
+
+
+def lever_rows(lever_reads: bool, seed: int = 0) -> list[dict]:
+    """Rows whose shipped margin reads the concept (it inverts on negated forms); the lever's margin follows the
+    gold answer when ``lever_reads``, else it is noise."""
+    rng = random.Random(seed)
+    rows = []
+    for n in range(180):
+        negated = n % 3 == 0
+        concept = rng.random() < 0.5
+        yes = int(concept != negated)
+        lever = (1.5 if yes else -1.5) + rng.gauss(0, 1) if lever_reads else rng.gauss(0, 1)
+        rows.append({"shipped_raw": (1.0 if concept else -1.0) + rng.gauss(0, 1), "shipped_prior": rng.gauss(0, 0.1),
+                     "lever_raw": lever, "lever_prior": rng.gauss(0, 0.1), "yes": yes, "dataset": ("a", "b", "c")[n % 3],
+                     "form": "own_negated" if negated else "own"})
+    return rows
+
+
+@pytest.mark.parametrize("lever", ["examples", "questions-first"])
+def test_a_lever_that_reads_the_wording_is_adopted_and_one_that_reads_nothing_is_not(lever):
+    result = verdict(lever_rows(lever_reads=True), lever)
+    assert result["adopted"] and result["negated_items"] == 60
+    assert result["table"][f"{lever} (raw − 0.5 prior)"]["negated"] > 0.8 > 0.3 > result["table"]["shipped (raw − 0.5 prior)"]["negated"]
+    text = report({**result, "command": "c", "lever": lever, "title": "T", "rule": "r.md", "examples": 8, "head_tokens": 9,
+                   "items": 180, "seconds": 1})
+    assert "**yes**" in text and f"| {lever} (raw − 0.5 prior) |" in text
+    assert not verdict(lever_rows(lever_reads=False), lever)["adopted"]
+
+
+def test_the_judged_items_must_be_the_recorded_ones_in_order(tmp_path):
+    items = [("s1", None, 0, {"dataset": "a", "form": "own"}), ("s2", None, 1, {"dataset": "b", "form": "own_negated"})]
+    recorded = tmp_path / "recorded.json"
+    rows = [{"dataset": "a", "form": "own", "yes": 1, "raw": 0.1, "prior": 0.0},
+            {"dataset": "b", "form": "own_negated", "yes": 0, "raw": 0.2, "prior": 0.0}]
+    recorded.write_text(json.dumps({"rows": rows}))
+    assert recorded_rows(items, recorded) == rows
+    recorded.write_text(json.dumps({"rows": rows[::-1]}))
+    with pytest.raises(SystemExit, match="differ from those recorded in recorded.json \\(item 0"):
+        recorded_rows(items, recorded)
+
+
+def test_the_frozen_examples_are_valid_and_balanced():
+    examples = load_examples()
+    yes_no = [e.answer for e in examples if e.question.type == "noul"]
+    assert len(examples) == 8 and sorted(yes_no) == ["no"] * 3 + ["yes"] * 3
+    assert {e.question.type for e in examples} == {"noul", "choice", "score"}
+
+
+def test_the_logit_lens_normalises_earlier_layers_and_reads_the_last_as_stored(tmp_path):
+    from safetensors.torch import save_file
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {w: i for i, w in enumerate(["[UNK]", "yes", "Yes", "YES", "no", "No", "NO", "maybe"])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    norm, head = torch.rand(4) + 0.5, torch.randn(len(vocab), 4)
+    save_file({"model.norm.weight": norm, "lm_head.weight": head}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps({"rms_norm_eps": 1e-6, "tie_word_embeddings": False}))
+    lens = LogitLens(tmp_path)
+    states = torch.randn(3, 4)
+
+    def margin(x):
+        log_p = torch.log_softmax(x @ head.T, -1)
+        return torch.logsumexp(log_p[:, [1, 2, 3]], -1) - torch.logsumexp(log_p[:, [4, 5, 6]], -1)
+
+    normed = states * torch.rsqrt(states.pow(2).mean(-1, keepdim=True) + 1e-6) * norm
+    assert lens.margins(states) == pytest.approx(margin(normed).tolist(), abs=1e-5)
+    assert lens.margins(normed, normed=True) == pytest.approx(margin(normed).tolist(), abs=1e-5)
+    assert lens.margins(states, normed=True) != pytest.approx(lens.margins(states), abs=1e-3)
