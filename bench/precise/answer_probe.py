@@ -24,7 +24,6 @@ Run:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -34,6 +33,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from bench.reports import write_report
 
 HERE = Path(__file__).resolve().parent
 LAYERS = (8, 14, 20, 24, 28)
@@ -226,9 +227,7 @@ def fit(args: argparse.Namespace) -> None:
     if result["adopted"] and args.write:
         result["written"] = write_probe(chosen, probe_logits, probe["yes"], args.write)
     out = args.out or HERE / "answer_probe"
-    out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    out.with_suffix(".md").write_text(report(result))
-    print(report(result))
+    write_report(out, result, report(result))
 
 
 def write_probe(probe: Any, logits: list[float], yes: list[int], folder: Path) -> dict[str, Any]:

@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bench.reports import write_report
+
 EXAMPLES = HERE / "demonstrations.json"
 RECORDED = HERE / "noul_adapter.json"
 from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
@@ -92,10 +94,7 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
     result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
                    "title": title, "rule": rule, "examples": len(lm.demonstrations),
                    "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
-    stem = Path(args.out or HERE / stem)
-    stem.with_suffix(".json").write_text(json.dumps({**result, "rows": merged}, indent=1), encoding="utf-8")
-    stem.with_suffix(".md").write_text(report(result), encoding="utf-8")
-    print(report(result))
+    write_report(args.out or HERE / stem, {**result, "rows": merged}, report(result))
     return result
 
 

@@ -27,6 +27,7 @@ from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
     SHIPPED_NOUL_CORRECTION,
 )
 from bench.precise.noul_adapter import MIN_ITEMS as MIN_PROBE_ITEMS
+from bench.reports import write_report
 
 MIN_TRAIN_ITEMS = 10
 STORED_TOLERANCE = 0.05
@@ -127,9 +128,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "logit_lens", help="report stem (default bench/precise/logit_lens)")
     args = parser.parse_args()
     result = run(args)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    args.out.with_suffix(".md").write_text(report(result), encoding="utf-8")
-    print(report(result))
+    write_report(args.out, result, report(result))
 
 
 if __name__ == "__main__":

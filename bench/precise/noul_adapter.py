@@ -29,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bench.reports import write_report
+
 SHIPPED_NOUL_CORRECTION = 0.5
 """precise's yes/no prior correction (clef_lm.json): the shipped margin is raw − 0.5 × prior."""
 ADOPT_MARGIN = 0.03
@@ -164,10 +166,7 @@ def judge(args: argparse.Namespace) -> None:
                    "trained": json.loads((adapter / "summary.json").read_text()) if (adapter / "summary.json").is_file() else {}})
     if result["adopted"] and args.write:
         result["written"] = write_settings(Path(args.write), adapter, rows)
-    stem = Path(args.out)
-    stem.with_suffix(".json").write_text(json.dumps({**result, "rows": rows}, indent=1), encoding="utf-8")
-    stem.with_suffix(".md").write_text(report(result), encoding="utf-8")
-    print(report(result))
+    write_report(args.out, {**result, "rows": rows}, report(result))
 
 
 def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,7 +14,6 @@ Writes bench/reader/ensembles.json and bench/reader/ensembles.md.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -24,6 +23,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
+
+from bench.reports import write_report
 
 PROBE_ROWS = 300
 MIN_ITEMS = 20
@@ -141,9 +142,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "ensembles", help="report stem (default bench/reader/ensembles)")
     args = parser.parse_args()
     result = judge(args)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    args.out.with_suffix(".md").write_text(report(result), encoding="utf-8")
-    print(report(result))
+    write_report(args.out, result, report(result))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,19 @@
+"""Writing a bench script's result: the JSON beside its markdown report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def write_report(stem: str | Path, data: dict[str, Any], markdown: str) -> None:
+    """Write ``data`` to ``stem.json`` and ``markdown`` to ``stem.md``, then print the markdown.
+
+    Example:
+        >>> write_report("bench/reader/ensembles", {"items": 3}, "# Ensembles\\n")  # doctest: +SKIP
+    """
+    stem = Path(stem)
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    stem.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    print(markdown)
