@@ -4,7 +4,9 @@ committed before its measurement:
 - ``--lever examples`` (rule_demonstrations.md): the worked examples of ``demonstrations.json`` before every
   state, as earlier chat turns (``LMSettings.demonstrations``);
 - ``--lever questions-first`` (rule_questions_first.md): the request's questions listed before the state too
-  (``LMSettings.questions_first``).
+  (``LMSettings.questions_first``);
+- ``--lever both-forms`` (rule_both_forms.md): the yes/no question also read as the choice ``yes`` / ``no``, the two
+  corrected margins averaged (only the choice form is read; the yes/no form is the recorded one).
 
 The shipped margin on the same 180 items is the one recorded in ``noul_adapter.json`` (stop 36); the judge checks
 that its items are those, in order, and reads the margins with the lever.
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from bench.reader.ensembles import as_yes_no_choice
 from bench.reports import write_report
 
 EXAMPLES = HERE / "demonstrations.json"
@@ -40,7 +43,8 @@ from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
 )
 
 LEVERS = {"examples": ("rule_demonstrations.md", "demonstrations_judge", "Worked examples before the state"),
-          "questions-first": ("rule_questions_first.md", "questions_first_judge", "The questions listed before the state")}
+          "questions-first": ("rule_questions_first.md", "questions_first_judge", "The questions listed before the state"),
+          "both-forms": ("rule_both_forms.md", "both_forms_judge", "A yes/no question read in both its forms")}
 """Per lever: its rule, its report's stem and its report's title."""
 
 
@@ -78,17 +82,17 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
     items = [item for item in probe_items(rows_per_set=PROBE_ROWS) if isinstance(item[1], wire.Noul)]
     recorded = recorded_rows(items)
     shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
-    lever = {"demonstrations": load_examples()} if args.lever == "examples" else {"questions_first": True}
+    lever = {"examples": {"demonstrations": load_examples()}, "questions-first": {"questions_first": True}}.get(args.lever, {})
     lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer, **lever)
+    asked = [as_yes_no_choice(q) if args.lever == "both-forms" else q for _, q, _, _ in items]
     rows: list[dict[str, Any]] = []
     for group in tqdm(by_state(items), desc="probe", unit="state", mininterval=30):
-        raw = lm.raw_logits(items[group[0]][0], [items[i][1] for i in group])[0]
+        raw = lm.raw_logits(items[group[0]][0], [asked[i] for i in group])[0]
         for k, i in enumerate(group):
-            rows.append({"index": i, "raw": float(raw[k][0]), "prior": float(lm.prior_logits(items[i][1])[0])})
+            rows.append({"index": i, "raw": yes_margin(raw[k]), "prior": yes_margin(lm.prior_logits(asked[i]))})
     rows.sort(key=lambda r: r["index"])
-    merged = [{"shipped_raw": old["raw"], "shipped_prior": old["prior"], "lever_raw": new["raw"],
-               "lever_prior": new["prior"], "yes": old["yes"], "dataset": old["dataset"], "form": old["form"]}
-              for old, new in zip(recorded, rows)]
+    merged = [{"shipped_raw": old["raw"], "shipped_prior": old["prior"], **lever_fields(args.lever, old, new, shipped),
+               "yes": old["yes"], "dataset": old["dataset"], "form": old["form"]} for old, new in zip(recorded, rows)]
     rule, stem, title = LEVERS[args.lever]
     result = verdict(merged, args.lever)
     result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
@@ -96,6 +100,22 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
                    "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
     write_report(args.out or HERE / stem, {**result, "rows": merged}, report(result))
     return result
+
+
+def yes_margin(logits: Any) -> float:
+    """A yes/no read's margin: the noul's one logit, or the ``yes`` / ``no`` choice's first less its second."""
+    values = logits.reshape(-1).tolist()
+    return float(values[0] - values[1]) if len(values) == 2 else float(values[0])
+
+
+def lever_fields(lever: str, old: dict[str, Any], new: dict[str, Any], shipped: Any) -> dict[str, float]:
+    """The lever's raw margin and prior for one item, such that ``raw − 0.5 × prior`` is its answer. For both forms
+    that is the mean of the yes/no form as shipped and the choice form corrected as shipped choices are."""
+    if lever != "both-forms":
+        return {"lever_raw": new["raw"], "lever_prior": new["prior"]}
+    weight = shipped.prior_correction.get("choice", 0.0) / SHIPPED_NOUL_CORRECTION
+    return {"lever_raw": (old["raw"] + new["raw"]) / 2, "lever_prior": (old["prior"] + weight * new["prior"]) / 2,
+            "choice_raw": new["raw"], "choice_prior": new["prior"]}
 
 
 def verdict(rows: list[dict[str, Any]], lever: str) -> dict[str, Any]:
