@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.precise.demonstrations import load_examples, recorded_rows, report, verdict
+from bench.precise.demonstrations import lever_fields, load_examples, recorded_rows, report, verdict, yes_margin
 from bench.precise.logit_lens import LogitLens
 
 
@@ -35,7 +35,7 @@ def lever_rows(lever_reads: bool, seed: int = 0) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("lever", ["examples", "questions-first"])
+@pytest.mark.parametrize("lever", ["examples", "questions-first", "both-forms"])
 def test_a_lever_that_reads_the_wording_is_adopted_and_one_that_reads_nothing_is_not(lever):
     result = verdict(lever_rows(lever_reads=True), lever)
     assert result["adopted"] and result["negated_items"] == 60
@@ -89,3 +89,18 @@ def test_the_logit_lens_normalises_earlier_layers_and_reads_the_last_as_stored(t
     assert lens.margins(states) == pytest.approx(margin(normed).tolist(), abs=1e-5)
     assert lens.margins(normed, normed=True) == pytest.approx(margin(normed).tolist(), abs=1e-5)
     assert lens.margins(states, normed=True) != pytest.approx(lens.margins(states), abs=1e-3)
+
+
+def test_both_forms_average_the_yes_no_form_and_the_choice_form_each_corrected_as_shipped():
+    class Shipped:
+        prior_correction = {"noul": 0.5, "choice": 0.75}
+
+    noul = {"raw": 1.0, "prior": 0.4}
+    choice = {"raw": yes_margin(torch.tensor([-0.5, -2.5])), "prior": yes_margin(torch.tensor([-1.0, -0.2]))}
+    assert (choice["raw"], yes_margin(torch.tensor([0.7]))) == (pytest.approx(2.0), pytest.approx(0.7))
+    fields = lever_fields("both-forms", noul, choice, Shipped())
+    expected = ((1.0 - 0.5 * 0.4) + (2.0 - 0.75 * -0.8)) / 2
+    assert fields["lever_raw"] - 0.5 * fields["lever_prior"] == pytest.approx(expected)
+    assert fields["lever_raw"] == pytest.approx((1.0 + 2.0) / 2)
+    assert lever_fields("examples", noul, choice, Shipped()) == {"lever_raw": 2.0, "lever_prior": choice["prior"]}
+
