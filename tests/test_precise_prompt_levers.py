@@ -15,7 +15,15 @@ torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.precise.demonstrations import lever_fields, load_examples, recorded_rows, report, verdict, yes_margin
+from bench.precise.demonstrations import (
+    lever_fields,
+    load_examples,
+    recorded_rows,
+    replicate,
+    report,
+    verdict,
+    yes_margin,
+)
 from bench.precise.logit_lens import LogitLens
 
 
@@ -103,4 +111,11 @@ def test_both_forms_average_the_yes_no_form_and_the_choice_form_each_corrected_a
     assert fields["lever_raw"] - 0.5 * fields["lever_prior"] == pytest.approx(expected)
     assert fields["lever_raw"] == pytest.approx((1.0 + 2.0) / 2)
     assert lever_fields("examples", noul, choice, Shipped()) == {"lever_raw": 2.0, "lever_prior": choice["prior"]}
+
+
+def test_only_the_both_forms_comparison_is_replicated():
+    import argparse
+
+    with pytest.raises(SystemExit, match="--replicate repeats the both-forms comparison only"):
+        replicate(argparse.Namespace(lever="examples"), [], None, 0.0)
 

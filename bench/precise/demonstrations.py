@@ -6,7 +6,8 @@ committed before its measurement:
 - ``--lever questions-first`` (rule_questions_first.md): the request's questions listed before the state too
   (``LMSettings.questions_first``);
 - ``--lever both-forms`` (rule_both_forms.md): the yes/no question also read as the choice ``yes`` / ``no``, the two
-  corrected margins averaged (only the choice form is read; the yes/no form is the recorded one).
+  corrected margins averaged (only the choice form is read; the yes/no form is the recorded one); with
+  ``--replicate``, once more on fresh probe items, both forms read (``both_forms_replication.{json,md}``).
 
 The shipped margin on the same 180 items is the one recorded in ``noul_adapter.json`` (stop 36); the judge checks
 that its items are those, in order, and reads the margins with the lever.
@@ -80,8 +81,10 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
     torch.set_num_threads(args.threads)
     started = time.time()
     items = [item for item in probe_items(rows_per_set=PROBE_ROWS) if isinstance(item[1], wire.Noul)]
-    recorded = recorded_rows(items)
     shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
+    if args.replicate:
+        return replicate(args, items, shipped, started)
+    recorded = recorded_rows(items)
     lever = {"examples": {"demonstrations": load_examples()}, "questions-first": {"questions_first": True}}.get(args.lever, {})
     lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer, **lever)
     asked = [as_yes_no_choice(q) if args.lever == "both-forms" else q for _, q, _, _ in items]
@@ -99,6 +102,41 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
                    "title": title, "rule": rule, "examples": len(lm.demonstrations),
                    "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
     write_report(args.out or HERE / stem, {**result, "rows": merged}, report(result))
+    return result
+
+
+def replicate(args: argparse.Namespace, judged: list, shipped: Any, started: float) -> dict[str, Any]:
+    """The both-forms comparison once more, on fresh probe items (seed 1, no state judged before): the shipped yes/no
+    margin and the choice form read on the same prefixes (rule_both_forms.md, "Replication")."""
+    from tqdm import tqdm
+
+    from bench.precise.answer_probe import by_state
+    from clef_agents import wire
+    from clef_agents.model.config import Calibration
+    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.train.reader_probe import probe_items
+
+    if args.lever != "both-forms":
+        raise SystemExit("--replicate repeats the both-forms comparison only (--lever both-forms)")
+    seen = {state for state, _, _, _ in judged}
+    items = [item for item in probe_items(rows_per_set=PROBE_ROWS, seed=1) if isinstance(item[1], wire.Noul) and item[0] not in seen]
+    lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer)
+    reads: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
+    for group in tqdm(by_state(items), desc="replication", unit="state", mininterval=30):
+        asked = [items[i][1] for i in group] + [as_yes_no_choice(items[i][1]) for i in group]
+        raw = lm.raw_logits(items[group[0]][0], asked)[0]
+        for k, i in enumerate(group):
+            noul, choice = asked[k], asked[len(group) + k]
+            reads[i] = ({"raw": yes_margin(raw[k]), "prior": yes_margin(lm.prior_logits(noul))},
+                        {"raw": yes_margin(raw[len(group) + k]), "prior": yes_margin(lm.prior_logits(choice))})
+    merged = [{"shipped_raw": reads[i][0]["raw"], "shipped_prior": reads[i][0]["prior"],
+               **lever_fields("both-forms", reads[i][0], reads[i][1], shipped), "yes": int(items[i][2] == 0),
+               "dataset": items[i][3]["dataset"], "form": items[i][3]["form"]} for i in range(len(items))]
+    result = verdict(merged, args.lever)
+    result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
+                   "title": "A yes/no question read in both its forms, replicated on fresh items", "rule": "rule_both_forms.md",
+                   "examples": 0, "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
+    write_report(args.out or HERE / "both_forms_replication", {**result, "rows": merged}, report(result))
     return result
 
 
@@ -151,6 +189,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lever", choices=sorted(LEVERS), default="examples", help="the prompt lever judged (default examples)")
     parser.add_argument("--out", default=None, help="report stem (default bench/precise/<lever's stem>)")
+    parser.add_argument("--replicate", action="store_true",
+                        help="both-forms only: repeat the comparison on fresh probe items, reading the shipped margin too")
     parser.add_argument("--threads", type=int, default=2)
     judge(parser.parse_args())
 
