@@ -135,6 +135,7 @@ def replicate(args: argparse.Namespace, judged: list, shipped: Any, started: flo
     result = verdict(merged, args.lever)
     result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
                    "title": "A yes/no question read in both its forms, replicated on fresh items", "rule": "rule_both_forms.md",
+                   "replicated": True,
                    "examples": 0, "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
     write_report(args.out or HERE / "both_forms_replication", {**result, "rows": merged}, report(result))
     return result
@@ -177,8 +178,9 @@ def report(result: dict[str, Any]) -> str:
     lines = [f"# {result['title']} (precise tier), judged on the reader probe", "",
              (f"Command: `{result['command']}` ({result['items']} probe yes/no items, {result['examples']} worked examples, "
               f"{result['head_tokens']} tokens of prompt before each state, {result['seconds']} s). Rule: "
-              f"[{result['rule']}]({result['rule']}), written before any measurement; the shipped margin is "
-              f"stop 36's on the same items ([noul_adapter.json](noul_adapter.json))."), ""]
+              f"[{result['rule']}]({result['rule']}), written before any measurement; "
+              + ("the shipped margin was read in the same run, on the same prefixes." if result.get("replicated") else
+                 "the shipped margin is stop 36's on the same items ([noul_adapter.json](noul_adapter.json)).")), ""]
     lines += auroc_table_lines(result["table"])
     lines += ["", (f"Negated forms: {result['negated_items']} items. Adopted ({result['lever']} ≥ shipped + {ADOPT_MARGIN} and "
                    f"higher on negated forms): **{'yes' if result['adopted'] else 'no'}**.")]
