@@ -31,17 +31,18 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from bench.reader.ensembles import as_yes_no_choice
-from bench.reports import write_report
-
-EXAMPLES = HERE / "demonstrations.json"
-RECORDED = HERE / "noul_adapter.json"
 from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
     ADOPT_MARGIN,
     MIN_ITEMS,
     PROBE_ROWS,
     SHIPPED_NOUL_CORRECTION,
+    beats_shipped,
 )
+from bench.reader.ensembles import as_yes_no_choice
+from bench.reports import write_report
+
+EXAMPLES = HERE / "demonstrations.json"
+RECORDED = HERE / "noul_adapter.json"
 
 LEVERS = {"examples": ("rule_demonstrations.md", "demonstrations_judge", "Worked examples before the state"),
           "questions-first": ("rule_questions_first.md", "questions_first_judge", "The questions listed before the state"),
@@ -70,9 +71,7 @@ def recorded_rows(items: list, path: Path = RECORDED) -> list[dict[str, Any]]:
 
 def judge(args: argparse.Namespace) -> dict[str, Any]:
     import torch
-    from tqdm import tqdm
 
-    from bench.precise.answer_probe import by_state
     from clef_agents import wire
     from clef_agents.model.config import Calibration
     from clef_agents.model.prefill_lm import LMSettings, PrefillLM, settings_path
@@ -87,30 +86,44 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
     recorded = recorded_rows(items)
     lever = {"examples": {"demonstrations": load_examples()}, "questions-first": {"questions_first": True}}.get(args.lever, {})
     lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer, **lever)
-    asked = [as_yes_no_choice(q) if args.lever == "both-forms" else q for _, q, _, _ in items]
-    rows: list[dict[str, Any]] = []
-    for group in tqdm(by_state(items), desc="probe", unit="state", mininterval=30):
-        raw = lm.raw_logits(items[group[0]][0], [asked[i] for i in group])[0]
-        for k, i in enumerate(group):
-            rows.append({"index": i, "raw": yes_margin(raw[k]), "prior": yes_margin(lm.prior_logits(asked[i]))})
-    rows.sort(key=lambda r: r["index"])
+    form = as_yes_no_choice if args.lever == "both-forms" else None
+    rows = [reads[0] for reads in read_forms(lm, items, [form], "probe")]
     merged = [{"shipped_raw": old["raw"], "shipped_prior": old["prior"], **lever_fields(args.lever, old, new, shipped),
                "yes": old["yes"], "dataset": old["dataset"], "form": old["form"]} for old, new in zip(recorded, rows)]
     rule, stem, title = LEVERS[args.lever]
+    return finish(args, lm, merged, started, {"title": title, "rule": rule}, HERE / stem)
+
+
+def read_forms(lm: Any, items: list, forms: list[Any], desc: str) -> list[list[dict[str, float]]]:
+    """Per item, per form (a function of the question, or None for the question itself): its yes/no margin and its
+    prior's, every form of a state's items read on that state's one prefix."""
+    from tqdm import tqdm
+
+    from bench.precise.answer_probe import by_state
+
+    out: list[list[dict[str, float]]] = [[] for _ in items]
+    for group in tqdm(by_state(items), desc=desc, unit="state", mininterval=30):
+        asked = [form(items[i][1]) if form else items[i][1] for form in forms for i in group]
+        raw = lm.raw_logits(items[group[0]][0], asked)[0]
+        for k, (question, z) in enumerate(zip(asked, raw)):
+            out[group[k % len(group)]].append({"raw": yes_margin(z), "prior": yes_margin(lm.prior_logits(question))})
+    return out
+
+
+def finish(args: argparse.Namespace, lm: Any, merged: list[dict[str, Any]], started: float, about: dict[str, Any],
+           stem: Path) -> dict[str, Any]:
+    """The verdict on ``merged`` rows, with the run's command, the LM's prompt head and the timing, written to ``stem``."""
     result = verdict(merged, args.lever)
     result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
-                   "title": title, "rule": rule, "examples": len(lm.demonstrations),
-                   "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
-    write_report(args.out or HERE / stem, {**result, "rows": merged}, report(result))
+                   **about, "examples": len(lm.demonstrations), "head_tokens": lm.head_tokens(), "items": len(merged),
+                   "seconds": round(time.time() - started)})
+    write_report(args.out or stem, {**result, "rows": merged}, report(result))
     return result
 
 
 def replicate(args: argparse.Namespace, judged: list, shipped: Any, started: float) -> dict[str, Any]:
     """The both-forms comparison once more, on fresh probe items (seed 1, no state judged before): the shipped yes/no
     margin and the choice form read on the same prefixes (rule_both_forms.md, "Replication")."""
-    from tqdm import tqdm
-
-    from bench.precise.answer_probe import by_state
     from clef_agents import wire
     from clef_agents.model.config import Calibration
     from clef_agents.model.prefill_lm import PrefillLM
@@ -121,24 +134,13 @@ def replicate(args: argparse.Namespace, judged: list, shipped: Any, started: flo
     seen = {state for state, _, _, _ in judged}
     items = [item for item in probe_items(rows_per_set=PROBE_ROWS, seed=1) if isinstance(item[1], wire.Noul) and item[0] not in seen]
     lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer)
-    reads: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
-    for group in tqdm(by_state(items), desc="replication", unit="state", mininterval=30):
-        asked = [items[i][1] for i in group] + [as_yes_no_choice(items[i][1]) for i in group]
-        raw = lm.raw_logits(items[group[0]][0], asked)[0]
-        for k, i in enumerate(group):
-            noul, choice = asked[k], asked[len(group) + k]
-            reads[i] = ({"raw": yes_margin(raw[k]), "prior": yes_margin(lm.prior_logits(noul))},
-                        {"raw": yes_margin(raw[len(group) + k]), "prior": yes_margin(lm.prior_logits(choice))})
-    merged = [{"shipped_raw": reads[i][0]["raw"], "shipped_prior": reads[i][0]["prior"],
-               **lever_fields("both-forms", reads[i][0], reads[i][1], shipped), "yes": int(items[i][2] == 0),
-               "dataset": items[i][3]["dataset"], "form": items[i][3]["form"]} for i in range(len(items))]
-    result = verdict(merged, args.lever)
-    result.update({"command": " ".join(["python", "bench/precise/demonstrations.py", *sys.argv[1:]]), "lever": args.lever,
-                   "title": "A yes/no question read in both its forms, replicated on fresh items", "rule": "rule_both_forms.md",
-                   "replicated": True,
-                   "examples": 0, "head_tokens": lm.head_tokens(), "items": len(merged), "seconds": round(time.time() - started)})
-    write_report(args.out or HERE / "both_forms_replication", {**result, "rows": merged}, report(result))
-    return result
+    reads = read_forms(lm, items, [None, as_yes_no_choice], "replication")
+    merged = [{"shipped_raw": noul["raw"], "shipped_prior": noul["prior"], **lever_fields("both-forms", noul, choice, shipped),
+               "yes": int(item[2] == 0), "dataset": item[3]["dataset"], "form": item[3]["form"]}
+              for item, (noul, choice) in zip(items, reads)]
+    about = {"title": "A yes/no question read in both its forms, replicated on fresh items", "rule": "rule_both_forms.md",
+             "replicated": True}
+    return finish(args, lm, merged, started, about, HERE / "both_forms_replication")
 
 
 def yes_margin(logits: Any) -> float:
@@ -167,8 +169,7 @@ def verdict(rows: list[dict[str, Any]], lever: str) -> dict[str, Any]:
               f"{lever} (raw)": [r["lever_raw"] for r in rows]}
     negated = [i for i, r in enumerate(rows) if r["form"].endswith("negated")]
     table = auroc_table(scores, [r["yes"] for r in rows], [r["dataset"] for r in rows], negated, MIN_ITEMS)
-    base, new = table["shipped (raw − 0.5 prior)"], table[candidate]
-    adopted = bool(new["mean"] >= base["mean"] + ADOPT_MARGIN and new["negated"] > base["negated"])
+    adopted = beats_shipped(table["shipped (raw − 0.5 prior)"], table[candidate])
     return {"table": table, "negated_items": len(negated), "adopted": adopted}
 
 

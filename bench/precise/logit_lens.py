@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
     ADOPT_MARGIN,
     SHIPPED_NOUL_CORRECTION,
+    beats_shipped,
 )
 from bench.precise.noul_adapter import MIN_ITEMS as MIN_PROBE_ITEMS
 from bench.reports import write_report
@@ -95,8 +96,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     negated = [i for i, m in enumerate(probe["meta"]) if m["form"].endswith("negated")]
     scores = {"shipped (raw − 0.5 prior, last layer)": shipped, **{f"layer {layer} (raw)": by_layer["probe"][layer] for layer in layers}}
     probe_table = auroc_table(scores, list(probe["yes"]), [m["dataset"] for m in probe["meta"]], negated, MIN_PROBE_ITEMS)
-    base, new = probe_table["shipped (raw − 0.5 prior, last layer)"], probe_table[f"layer {chosen} (raw)"]
-    adopted = bool(new["mean"] >= base["mean"] + ADOPT_MARGIN and new["negated"] > base["negated"])
+    adopted = beats_shipped(probe_table["shipped (raw − 0.5 prior, last layer)"], probe_table[f"layer {chosen} (raw)"])
     return {"command": " ".join([".venv/bin/python bench/precise/logit_lens.py", *sys.argv[1:]]),
             "rule": "rule_logit_lens.md", "layers": layers, "stored_gap": round(gap, 4), "chosen": chosen,
             "train_table": train_table, "probe_table": probe_table, "negated_items": len(negated), "adopted": adopted,

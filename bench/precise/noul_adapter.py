@@ -178,9 +178,14 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
               "without either (raw)": [r["raw"] for r in rows]}
     negated = [i for i, r in enumerate(rows) if r["form"].endswith("negated")]
     table = auroc_table(scores, [r["yes"] for r in rows], [r["dataset"] for r in rows], negated, MIN_ITEMS)
-    base, new = table["shipped (raw − 0.5 prior)"], table["adapter (raw)"]
-    adopted = bool(new["mean"] >= base["mean"] + ADOPT_MARGIN and new["negated"] > base["negated"])
+    adopted = beats_shipped(table["shipped (raw − 0.5 prior)"], table["adapter (raw)"])
     return {"table": table, "negated_items": len(negated), "adopted": adopted}
+
+
+def beats_shipped(shipped: dict[str, Any], candidate: dict[str, Any]) -> bool:
+    """The yes/no levers' bar (stop 36's rule, kept since): a candidate's mean AUROC over probe sets at least the
+    shipped margin's + ``ADOPT_MARGIN``, and a higher AUROC on the negated forms (rows of ``auroc_table``)."""
+    return bool(candidate["mean"] >= shipped["mean"] + ADOPT_MARGIN and candidate["negated"] > shipped["negated"])
 
 
 def write_settings(folder: Path, adapter: Path, rows: list[dict[str, Any]]) -> str:

@@ -73,6 +73,7 @@ def read(reader: Any, items: list) -> dict[str, list[list[float]]]:
 def parts(items: list, scores: list[list[float]], picked: list[int]) -> dict[str, Any]:
     """Mean choice accuracy and mean yes/no AUROC over probe sets (≥ ``MIN_ITEMS`` items) among ``picked``, with
     the per-set figures and the negated forms' AUROC."""
+    from bench.precise.answer_probe import per_source_auroc
     from clef_agents import wire
     from clef_agents.train.metrics import auroc
 
@@ -83,9 +84,9 @@ def parts(items: list, scores: list[list[float]], picked: list[int]) -> dict[str
             by_set.setdefault(kind, {}).setdefault(items[i][3]["dataset"], []).append(i)
     accuracy = {name: sum(max(range(len(scores[i])), key=scores[i].__getitem__) == items[i][2] for i in index) / len(index)
                 for name, index in by_set.get("choice", {}).items() if len(index) >= MIN_ITEMS}
-    ranking = {name: auroc([scores[i][0] for i in index], [int(items[i][2] == 0) for i in index])
-               for name, index in by_set.get("noul", {}).items() if len(index) >= MIN_ITEMS}
-    ranking = {k: v for k, v in ranking.items() if not math.isnan(v)}
+    nouls = [i for index in by_set.get("noul", {}).values() for i in index]
+    ranking = per_source_auroc([scores[i][0] for i in nouls], [int(items[i][2] == 0) for i in nouls],
+                               [items[i][3]["dataset"] for i in nouls], MIN_ITEMS)
     negated = [i for i in picked if isinstance(items[i][1], wire.Noul) and items[i][3]["form"].endswith("negated")]
     return {"choice accuracy": sum(accuracy.values()) / len(accuracy) if accuracy else math.nan,
             "yes/no AUROC": sum(ranking.values()) / len(ranking) if ranking else math.nan,

@@ -49,7 +49,14 @@ from langchain_core.decisions import (
     Noul,
     Score,
 )
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from clef_agents import wire
 from clef_agents.batched import BatchedDecisionModel, prepare_request
@@ -312,9 +319,9 @@ class PrefillLM:
         self._head, self._tail = self._template_parts()
         self._head_ids = self.tokenizer.encode(self._head, add_special_tokens=False)
         self._head_prefix: tuple[Any, int] | None = None
-        self._yes = self._first_tokens(YES_WORDS)
-        self._no = self._first_tokens(NO_WORDS)
-        self._letters = [self._first_tokens((letter, f" {letter}")) for letter in LETTERS]
+        self._yes = first_token_ids(self.tokenizer, YES_WORDS)
+        self._no = first_token_ids(self.tokenizer, NO_WORDS)
+        self._letters = [first_token_ids(self.tokenizer, (letter, f" {letter}")) for letter in LETTERS]
         self._prefixes: LruCache[tuple[Any, int]] = LruCache()
 
     @classmethod
@@ -360,9 +367,6 @@ class PrefillLM:
         shown_text = "".join(f"{demo.state}\n\n{question_prompt(demo.question, self.answer)}\nAnswer: "
                              f"{demo.answer_text(self.answer)}\n\n" for demo in self.demonstrations)
         return (f"{self.system_prompt}\n\n" if self.system_prompt else "") + shown_text, "\nAnswer:"
-
-    def _first_tokens(self, words: Sequence[str]) -> list[int]:
-        return first_token_ids(self.tokenizer, words)
 
     @property
     def device(self) -> torch.device:
@@ -440,8 +444,9 @@ class PrefillLM:
         ids = self.tokenizer.encode(state, add_special_tokens=False)
         kept = truncate_ids(ids, self.max_state_tokens, self.tail_fraction)
         tail = self.tokenizer.encode("\n\n", add_special_tokens=False)
-        preview = questions_preview(questions) if self.questions_first and questions else ""
-        prompt = self._head_ids + (self.tokenizer.encode(preview, add_special_tokens=False) if preview else []) + kept + tail
+        preview = (self.tokenizer.encode(questions_preview(questions), add_special_tokens=False)
+                   if self.questions_first and questions else [])
+        prompt = self._head_ids + preview + kept + tail
         if not prompt:  # an empty state, no chat template and a tokenizer that drops blank lines
             prompt = [self._filler_token()]
         return prompt, Truncation("head_tail", len(ids), len(kept))
