@@ -426,6 +426,22 @@ def option_names(question: TextQuestion) -> list[str]:
     return list(NOUL_OPTIONS)
 
 
+def yes_no_choice(question: Noul) -> Choice:
+    """The yes/no ``question`` asked as the two-option choice ``yes`` / ``no``: the same instructions, and a yes/no
+    criterion's texts (when given) as the options' descriptions.
+
+    Example:
+        >>> yes_no_choice(Noul(instructions="Is it spam?")).criteria
+        {'yes': None, 'no': None}
+    """
+    if not isinstance(question, Noul):
+        raise TypeError(f"yes_no_choice takes a yes/no question (Noul), got {type(question).__name__}")
+    yes = no = None
+    if question.criteria is not None:
+        yes, no = content_text(question.criteria.true) or None, content_text(question.criteria.false) or None
+    return Choice(instructions=question.instructions, criteria={"yes": yes, "no": no})
+
+
 # --------------------------------------------------------------------------- text rendering
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -61,3 +62,17 @@ def test_the_weight_grid_is_checked():
     for bad in ("", "a,b", "0,1.5", "-0.1"):
         with pytest.raises(argparse.ArgumentTypeError):
             _weights(bad)
+
+
+def test_settings_that_read_both_forms_are_refused_unless_the_single_form_is_asked_for(tmp_path, monkeypatch):
+    from bench.precise import calibrate
+    from clef_agents.model.prefill_lm import PrefillLM, load_causal_lm
+    from tests.tiny_models import tiny_causal_lm
+
+    folder = tiny_causal_lm(tmp_path / "lm")
+    PrefillLM(*load_causal_lm(folder), noul_both_forms=True).save_settings(folder)
+    with pytest.raises(SystemExit, match="read yes/no questions in both forms .*both_forms_calibration.py, or pass --single-form"):
+        calibrate.main(["--lm", str(folder), "--out", str(tmp_path)])
+    monkeypatch.setattr("clef_agents.train.reader_probe.wide_probe_items", lambda rows_per_set: [])
+    assert calibrate.main(["--lm", str(folder), "--single-form", "--out", str(tmp_path)]) == 0  # on to the (empty) probe
+    assert json.loads((tmp_path / "calibration_letter_wide.json").read_text())["items"] == 0

@@ -119,3 +119,60 @@ def test_only_the_both_forms_comparison_is_replicated():
     with pytest.raises(SystemExit, match="--replicate repeats the both-forms comparison only"):
         replicate(argparse.Namespace(lever="examples"), [], None, 0.0)
 
+
+
+def test_the_both_forms_setting_answers_what_the_judged_lever_scored(tmp_path):
+    """``PrefillLM(noul_both_forms=True)`` gives each yes/no question the margin ``lever_fields`` scored in the judge."""
+    from langchain_core.decisions import Noul
+
+    from bench.precise.demonstrations import read_forms
+    from clef_agents import wire
+    from clef_agents.model.prefill_lm import LMSettings, PrefillLM, load_causal_lm
+    from tests.tiny_models import tiny_causal_lm
+
+    model, tokenizer = load_causal_lm(tiny_causal_lm(tmp_path / "lm"))
+    shipped = LMSettings(answer="name", prior_correction={"noul": 0.5, "choice": 0.75})
+    plain = PrefillLM(model, tokenizer, answer="name")
+    items = [("my card is lost", Noul(instructions="urgent ?"), 0, {}), ("my card is lost", Noul(instructions="calm ?"), 1, {}),
+             ("thanks a lot", Noul(instructions="urgent ?"), 1, {})]
+    reads = read_forms(plain, items, [None, wire.yes_no_choice], "test")
+    both = PrefillLM(model, tokenizer, answer="name", prior_correction=shipped.prior_correction, noul_both_forms=True)
+    for (state, question, _, _), (noul, choice) in zip(items, reads):
+        fields = lever_fields("both-forms", noul, choice, shipped)
+        expected = fields["lever_raw"] - 0.5 * fields["lever_prior"]
+        assert both.logits(state, [question])[0][0].item() == pytest.approx(expected, abs=1e-4)
+
+
+def synthetic_both_forms_rows(seed: int, n: int = 60) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        yes = int(rng.random() < 0.5)
+        rows.append({"shipped_raw": (1.0 if yes else -1.0) + rng.gauss(0, 1.5), "shipped_prior": rng.gauss(0, 0.3),
+                     "choice_raw": (1.0 if yes else -1.0) + rng.gauss(0, 1.5), "choice_prior": rng.gauss(0, 0.3), "yes": yes})
+    return rows
+
+
+def test_the_both_forms_platt_is_fitted_checked_across_files_and_written_as_settings(tmp_path):
+    from bench.precise.both_forms_calibration import main, margins
+    from clef_agents.model.prefill_lm import LMSettings, settings_path
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps({"rows": synthetic_both_forms_rows(0)}))
+    second.write_text(json.dumps({"rows": synthetic_both_forms_rows(1)}))
+    row = synthetic_both_forms_rows(2, 1)[0]
+    both = margins([row], {"noul": 0.5, "choice": 0.75}, True)[0]
+    assert both == pytest.approx(((row["shipped_raw"] - 0.5 * row["shipped_prior"]) + (row["choice_raw"] - 0.75 * row["choice_prior"])) / 2)
+    assert margins([row], {"noul": 0.5}, False)[0] == pytest.approx(row["shipped_raw"] - 0.5 * row["shipped_prior"])
+    out = tmp_path / "settings.json"
+    assert main(["--rows", str(first), str(second), "--settings-out", str(out), "--out", str(tmp_path / "report")]) == 0
+    written = LMSettings.model_validate_json(out.read_text())
+    shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
+    assert written.noul_both_forms and written.calibration.noul_a > 0 and written.calibration.fitted_on["nouls"] == 120
+    assert written.model_dump(exclude={"noul_both_forms", "calibration"}) == shipped.model_dump(exclude={"noul_both_forms", "calibration"})
+    assert written.calibration.choice_temperature == shipped.calibration.choice_temperature
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [c["fitted_on"] for c in report["checks"]] == ["a", "b"] and "| a → b | both forms" in (tmp_path / "report.md").read_text()
+    second.write_text(json.dumps({"rows": [{"shipped_raw": 0.1, "yes": 1}]}))
+    with pytest.raises(SystemExit, match="b.json has no shipped_prior, choice_raw, choice_prior"):
+        main(["--rows", str(first), str(second)])

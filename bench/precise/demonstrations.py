@@ -38,7 +38,6 @@ from bench.precise.noul_adapter import (  # stop 36's thresholds, unchanged
     SHIPPED_NOUL_CORRECTION,
     beats_shipped,
 )
-from bench.reader.ensembles import as_yes_no_choice
 from bench.reports import write_report
 
 EXAMPLES = HERE / "demonstrations.json"
@@ -86,7 +85,7 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
     recorded = recorded_rows(items)
     lever = {"examples": {"demonstrations": load_examples()}, "questions-first": {"questions_first": True}}.get(args.lever, {})
     lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer, **lever)
-    form = as_yes_no_choice if args.lever == "both-forms" else None
+    form = wire.yes_no_choice if args.lever == "both-forms" else None
     rows = [reads[0] for reads in read_forms(lm, items, [form], "probe")]
     merged = [{"shipped_raw": old["raw"], "shipped_prior": old["prior"], **lever_fields(args.lever, old, new, shipped),
                "yes": old["yes"], "dataset": old["dataset"], "form": old["form"]} for old, new in zip(recorded, rows)]
@@ -134,7 +133,7 @@ def replicate(args: argparse.Namespace, judged: list, shipped: Any, started: flo
     seen = {state for state, _, _, _ in judged}
     items = [item for item in probe_items(rows_per_set=PROBE_ROWS, seed=1) if isinstance(item[1], wire.Noul) and item[0] not in seen]
     lm = PrefillLM.load("precise", calibration=Calibration(), prior_correction={}, answer=shipped.answer)
-    reads = read_forms(lm, items, [None, as_yes_no_choice], "replication")
+    reads = read_forms(lm, items, [None, wire.yes_no_choice], "replication")
     merged = [{"shipped_raw": noul["raw"], "shipped_prior": noul["prior"], **lever_fields("both-forms", noul, choice, shipped),
                "yes": int(item[2] == 0), "dataset": item[3]["dataset"], "form": item[3]["form"]}
               for item, (noul, choice) in zip(items, reads)]

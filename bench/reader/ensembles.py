@@ -39,13 +39,6 @@ def reversed_choice(question: Any) -> Any:
     return wire.Choice(instructions=question.instructions, criteria=dict(reversed(list(question.criteria.items()))))
 
 
-def as_yes_no_choice(question: Any) -> Any:
-    """The yes/no question asked as the two-option choice ``yes`` / ``no`` (instructions unchanged)."""
-    from clef_agents import wire
-
-    return wire.Choice(instructions=question.instructions, criteria={"yes": None, "no": None})
-
-
 def read(reader: Any, items: list) -> dict[str, list[list[float]]]:
     """Per item: the single reading's scores, and the knob's (choices: option log-probabilities; yes/no: the
     margin), each a list (``[margin]`` for yes/no)."""
@@ -57,7 +50,7 @@ def read(reader: Any, items: list) -> dict[str, list[list[float]]]:
     choices = [i for i, item in enumerate(items) if isinstance(item[1], wire.Choice)]
     nouls = [i for i, item in enumerate(items) if isinstance(item[1], wire.Noul)]
     flipped = reader.logits([(items[i][0], reversed_choice(items[i][1])) for i in choices])
-    forms = reader.logits([(items[i][0], as_yes_no_choice(items[i][1])) for i in nouls])
+    forms = reader.logits([(items[i][0], wire.yes_no_choice(items[i][1])) for i in nouls])
     base: list[list[float]] = [z.float().reshape(-1).tolist() for z in single]
     knob: list[list[float]] = [list(b) for b in base]
     for i, z in zip(choices, flipped):

@@ -17,6 +17,9 @@ answer tokens; nothing is generated.
   text, "N/A"): ``z − λ·z_prior``. That removes the question's own pull towards "yes", or towards an
   option whose name is common or short, whatever the state ("calibrate before use", Zhao et al. 2021;
   surface-form competition, Holtzman et al. 2021). The prior is read once per question and kept in an LRU.
+- Optionally (``noul_both_forms``) a yes/no question is also asked as the two-option choice ``yes`` / ``no``
+  on the same state prefix, and its margin is the mean of the two forms' margins, each corrected as its type
+  is. The two prompts err partly independently (bench/precise/rule_both_forms.md).
 - Calibration has the same form as the question reader's (``Calibration``): Platt for yes/no, one
   temperature each for choice and score.
 
@@ -89,6 +92,8 @@ NOUL_ADAPTER = "noul"
 """The name of the LoRA adapter that reads yes/no questions (on the question's tokens only)."""
 NOUL_ADAPTER_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
+VARIANT_SETTINGS = ("calibration", "prior_correction", "noul_both_forms")
+"""The settings ``PrefillLM.variant`` may change: they leave the state prefixes and question priors as read."""
 
 
 def lm_cache_dir() -> Path:
@@ -227,7 +232,7 @@ def question_prompt(question: wire.TextQuestion, answer: str = "letter") -> str:
 
 def questions_preview(questions: Sequence[wire.TextQuestion]) -> str:
     """What ``questions_first`` puts before the state: the questions' texts (without options), so that the text
-    is read knowing what will be asked; each question is asked again after the state.
+    is read knowing what will be asked, each text once; each question is asked again after the state.
 
     Example:
         >>> print(questions_preview([wire.Noul(instructions="Is this urgent?")]))
@@ -236,7 +241,7 @@ def questions_preview(questions: Sequence[wire.TextQuestion]) -> str:
         Text:
         <BLANKLINE>
     """
-    listed = "\n".join(f"- {question_text(q)}" for q in questions)
+    listed = "\n".join(f"- {text}" for text in dict.fromkeys(question_text(q) for q in questions))
     return f"Questions that will be asked about the text below:\n{listed}\nText:\n"
 
 
@@ -279,7 +284,8 @@ class PrefillLM:
                  name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
                  prior_cache_size: int = 256, system_prompt: str | None = None, noul_probe: NoulProbe | None = None,
                  noul_probe_file: str | None = None, noul_adapter: str | None = None,
-                 demonstrations: Sequence[Demonstration] = (), questions_first: bool = False):
+                 demonstrations: Sequence[Demonstration] = (), questions_first: bool = False,
+                 noul_both_forms: bool = False):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -302,6 +308,8 @@ class PrefillLM:
         self.questions_first = questions_first
         """Whether the request's questions are also listed before the state, so that the LM reads the text knowing
         what it will be asked (the state's cache is then kept per state and question list)."""
+        self.noul_both_forms = noul_both_forms
+        """Whether a yes/no question is also read as the choice ``yes`` / ``no`` and its margin is the two forms' mean."""
         depth = int(getattr(model.config, "num_hidden_layers", 0) or 0)
         if noul_probe is not None and depth and (max(noul_probe.layers) > depth or noul_probe.hidden_size != model.config.hidden_size):
             raise ValueError(f"the yes/no probe reads layers {noul_probe.layers} of width {noul_probe.hidden_size}; this LM has "
@@ -342,7 +350,8 @@ class PrefillLM:
             stored = LMSettings.model_validate_json(saved.read_text())
             found = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
                      "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt,
-                     "demonstrations": stored.demonstrations, "questions_first": stored.questions_first}
+                     "demonstrations": stored.demonstrations, "questions_first": stored.questions_first,
+                     "noul_both_forms": stored.noul_both_forms}
             if stored.noul_probe:
                 found |= {"noul_probe": NoulProbe.load(saved.parent / stored.noul_probe), "noul_probe_file": stored.noul_probe}
             if stored.noul_adapter:
@@ -596,17 +605,55 @@ class PrefillLM:
     def logits(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[torch.Tensor], Truncation, int]:
         """Uncalibrated logits per question (``[margin]`` for a noul, one per option otherwise), less the
         question type's ``prior_correction`` times its ``prior_logits``, the state's truncation and the
-        number of tokens read (the prior's reads included, the first time a question is asked)."""
-        raw, truncation, tokens = self.raw_logits(state, questions)
+        number of tokens read (the prior's reads included, the first time a question is asked).
+
+        With ``noul_both_forms`` a noul's margin is the mean of its own corrected margin and that of the same
+        question asked as the choice ``yes`` / ``no`` (``wire.yes_no_choice``), read on the same state prefix."""
+        second = self.second_forms(questions)
+        asked = [*questions, *(form for _, form in second)]
+        raw, truncation, tokens = self.raw_logits(state, asked)
         out = []
-        for question, z in zip(questions, raw):
+        for question, z in zip(asked, raw):
             weight = self.correction(question)
             if weight > 0:
                 prior, read = self._prior(question)
                 z = z - weight * prior
                 tokens += read
             out.append(z)
-        return out, truncation, tokens
+        for k, (i, _) in enumerate(second):
+            choice = out[len(questions) + k]
+            out[i] = (out[i] + (choice[0] - choice[1])) / 2
+        return out[: len(questions)], truncation, tokens
+
+    def second_forms(self, questions: Sequence[wire.TextQuestion]) -> list[tuple[int, wire.Choice]]:
+        """With ``noul_both_forms``: each yes/no question's index and its choice form; otherwise none.
+
+        Example:
+            >>> PrefillLM(model, tokenizer, noul_both_forms=True).second_forms([wire.Noul(instructions="Spam?")])  # doctest: +SKIP
+            [(0, Choice(instructions='Spam?', criteria={'yes': None, 'no': None}))]
+        """
+        if not self.noul_both_forms:
+            return []
+        return [(i, wire.yes_no_choice(q)) for i, q in enumerate(questions) if isinstance(q, wire.Noul)]
+
+    def variant(self, **settings: Any) -> PrefillLM:
+        """This LM, with its weights and caches, read under other answer settings: any of ``VARIANT_SETTINGS``, which
+        change neither what a state's prefix holds nor a question's prior. Use it to compare readings on one loaded LM.
+
+        Example:
+            >>> both = lm.variant(noul_both_forms=True)  # doctest: +SKIP
+            >>> both.model is lm.model  # doctest: +SKIP
+            True
+        """
+        unknown = sorted(set(settings) - set(VARIANT_SETTINGS))
+        if unknown:
+            raise ValueError(f"a variant may change only {', '.join(VARIANT_SETTINGS)}; got {', '.join(unknown)}")
+        checked = LMSettings(**{**self.settings().model_dump(), **settings})
+        other = copy.copy(self)
+        other.calibration = checked.calibration
+        other.prior_correction = checked.prior_correction
+        other.noul_both_forms = checked.noul_both_forms
+        return other
 
     def correction(self, question: wire.TextQuestion) -> float:
         """This question's ``prior_correction`` weight (0: its logits are used as read)."""
@@ -710,7 +757,8 @@ class PrefillLM:
         return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
                           prior_correction=self.prior_correction, system_prompt=self.system_prompt,
                           demonstrations=self.demonstrations, questions_first=self.questions_first,
-                          noul_probe=self.noul_probe_file, noul_adapter=self.noul_adapter)
+                          noul_both_forms=self.noul_both_forms, noul_probe=self.noul_probe_file,
+                          noul_adapter=self.noul_adapter)
 
     def save_noul_adapter(self, folder: str | Path) -> Path:
         """Write the yes/no adapter (its config and weights, in PEFT's layout) to ``folder``."""
@@ -798,6 +846,8 @@ class LMSettings(BaseModel):
     """Worked examples shown before every state, as earlier chat turns; empty: none."""
     questions_first: bool = False
     """Whether the request's questions are also listed before the state (``questions_preview``)."""
+    noul_both_forms: bool = False
+    """Whether a yes/no question is also read as the choice ``yes`` / ``no``, its margin the two forms' mean."""
     noul_probe: str | None = None
     """A ``NoulProbe`` file beside the settings that reads yes/no answers from hidden states; None: the
     yes/no margin of the answer tokens."""
