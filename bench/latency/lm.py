@@ -137,7 +137,8 @@ def render(result: dict[str, Any]) -> str:
         f"# Precise-tier latency: {result['lm']}", "",
         f"Command: `{result['command']}`  ",
         (f"{result['machine']}; torch threads {result['torch_threads']}; weights {result['dtype']}; options answered by "
-         f"{result['answer']}; prior correction {result['prior_correction'] or 'none'}; {result['reps']} interleaved reps per "
+         f"{result['answer']}; prior correction {result['prior_correction'] or 'none'}"
+         f"{'; yes/no questions read in both forms' if result.get('noul_both_forms') else ''}; {result['reps']} interleaved reps per "
          f"case after {result['warmup']} warm-up calls. *Bare*: the LM's transformer (no output layer) over the tokens the "
          "tier reads, in three rows (state prompt, question prompts joined, option names joined); *new state*: the tier with its "
          "state prefix cache emptied before the call; *same state*: the call repeated, the state's prefix cached; *one pass per answer*: an uncached transformer forward over the whole prompt per question "
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         "dtype": str(next(model.lm.model.parameters()).dtype).replace("torch.", ""),
         "answer": settings.answer,
         "prior_correction": settings.prior_correction,
+        "noul_both_forms": settings.noul_both_forms,
         "reps": args.reps,
         "warmup": args.warmup,
         "cases": cases,
