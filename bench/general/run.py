@@ -23,6 +23,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +139,9 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- contenders
 
 
-def build_answerers(names: list[str], models: list[str], variants: list[str] = ()) -> list[Answerer]:
+def build_answerers(names: list[str], models: list[str], variants: Sequence[str] = ()) -> list[Answerer]:
     """The contenders named on the command line (``models`` are extra ``key=name_or_path`` models; ``variants`` are
-    ``key=settings.json`` readings of the ``precise`` contender's LM)."""
+    ``key=settings.json`` readings of the first local-LM contender's LM)."""
     from bench.general.methods import LabelCosineAnswerer, SparrowAnswerer
 
     answerers: list[Answerer] = []

@@ -26,8 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.reports import write_report
+from clef_agents import wire
 
 HERE = Path(__file__).resolve().parent
+YES_NO = wire.Noul(instructions="?")
+"""A stand-in yes/no question: Platt depends on the question's type only."""
 ROW_FILES = (HERE / "both_forms_judge.json", HERE / "both_forms_replication.json")
 
 
@@ -55,29 +58,29 @@ def margins(rows: list[dict[str, Any]], correction: dict[str, float], both: bool
     return [(a + b) / 2 for a, b in zip(noul, choice)]
 
 
+def gold(rows: list[dict[str, Any]]) -> list[int]:
+    """The rows' answers as option indices (0: yes, 1: no)."""
+    return [0 if r["yes"] else 1 for r in rows]
+
+
 def fit(values: list[float], rows: list[dict[str, Any]]) -> Any:
     """Platt fitted on ``values`` against the rows' gold answers."""
     import torch
 
-    from clef_agents import wire
     from clef_agents.train.reader import fit_logit_calibration
 
-    question = wire.Noul(instructions="?")
-    return fit_logit_calibration([question] * len(rows), [torch.tensor([v]) for v in values],
-                                 [0 if r["yes"] else 1 for r in rows])
+    return fit_logit_calibration([YES_NO] * len(rows), [torch.tensor([v]) for v in values], gold(rows))
 
 
 def scored(values: list[float], rows: list[dict[str, Any]], calibration: Any) -> dict[str, float]:
-    """AUROC, accuracy, NLL and ECE of p(yes) under ``calibration``."""
-    import math
+    """AUROC, accuracy, NLL and ECE of p(yes) under ``calibration`` (applied as ``PrefillLM`` applies it)."""
+    import torch
 
     from bench.general.metrics import variant_metrics
+    from clef_agents.model.prefill_lm import PrefillLM
 
-    probabilities = []
-    for v in values:
-        p = 1.0 / (1.0 + math.exp(-(calibration.noul_a * v + calibration.noul_b)))
-        probabilities.append([p, 1.0 - p])
-    found = variant_metrics("noul", probabilities, [0 if r["yes"] else 1 for r in rows])
+    probabilities = [PrefillLM.calibrated_with(calibration, YES_NO, torch.tensor([v])) for v in values]
+    found = variant_metrics("noul", probabilities, gold(rows))
     return {k: round(found[k], 4) for k in ("auroc", "accuracy", "nll", "ece", "mean_p_yes")}
 
 
@@ -90,20 +93,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     names = list(files)
     result: dict[str, Any] = {"correction": shipped.prior_correction, "shipped_platt": shipped.calibration.model_dump(),
                               "items": {name: len(rows) for name, rows in files.items()}, "checks": []}
+    both = {name: margins(rows, shipped.prior_correction, True) for name, rows in files.items()}
+    single = {name: margins(rows, shipped.prior_correction, False) for name, rows in files.items()}
     for fit_on, check_on in ((names[0], names[1]), (names[1], names[0])):
-        fitted = fit(margins(files[fit_on], shipped.prior_correction, True), files[fit_on])
-        check_rows = files[check_on]
+        fitted = fit(both[fit_on], files[fit_on])
         result["checks"].append({
             "fitted_on": fit_on, "scored_on": check_on, "platt": [round(fitted.noul_a, 4), round(fitted.noul_b, 4)],
-            "both forms, Platt fitted on the other file": scored(margins(check_rows, shipped.prior_correction, True), check_rows, fitted),
-            "shipped margin, shipped Platt": scored(margins(check_rows, shipped.prior_correction, False), check_rows, shipped.calibration),
+            "both forms, Platt fitted on the other file": scored(both[check_on], files[check_on], fitted),
+            "shipped margin, shipped Platt": scored(single[check_on], files[check_on], shipped.calibration),
         })
-    whole = fit(margins(everything, shipped.prior_correction, True), everything)
-    for_shipped = fit(margins(everything, shipped.prior_correction, False), everything)
+    both_all = [v for name in names for v in both[name]]
+    whole = fit(both_all, everything)
+    for_shipped = fit([v for name in names for v in single[name]], everything)
     result["platt"] = whole.model_dump()
     result["for the record: the shipped margin's Platt refitted on these rows"] = [round(for_shipped.noul_a, 4),
                                                                                     round(for_shipped.noul_b, 4)]
-    result["in_sample"] = scored(margins(everything, shipped.prior_correction, True), everything, whole)
+    result["in_sample"] = scored(both_all, everything, whole)
     result["command"] = " ".join([".venv/bin/python bench/precise/both_forms_calibration.py", *sys.argv[1:]])
     if args.settings_out:
         fitted_on = {**shipped.calibration.fitted_on, "nouls": len(everything),

@@ -650,9 +650,8 @@ class PrefillLM:
             raise ValueError(f"a variant may change only {', '.join(VARIANT_SETTINGS)}; got {', '.join(unknown)}")
         checked = LMSettings(**{**self.settings().model_dump(), **settings})
         other = copy.copy(self)
-        other.calibration = checked.calibration
-        other.prior_correction = checked.prior_correction
-        other.noul_both_forms = checked.noul_both_forms
+        for name in VARIANT_SETTINGS:
+            setattr(other, name, getattr(checked, name))
         return other
 
     def correction(self, question: wire.TextQuestion) -> float:
