@@ -176,3 +176,41 @@ def test_the_both_forms_platt_is_fitted_checked_across_files_and_written_as_sett
     second.write_text(json.dumps({"rows": [{"shipped_raw": 0.1, "yes": 1}]}))
     with pytest.raises(SystemExit, match="b.json has no shipped_prior, choice_raw, choice_prior"):
         main(["--rows", str(first), str(second)])
+
+
+def test_the_union_platt_is_fitted_on_both_probes_and_changes_only_the_yes_no_platt(tmp_path):
+    from bench.precise.both_forms_calibration import fit, margins
+    from bench.precise.union_calibration import main
+    from clef_agents.model.prefill_lm import LMSettings, settings_path
+
+    def probe_rows(seed: int, n: int, separation: float) -> list[dict]:
+        rng = random.Random(seed)
+        rows = []
+        for _ in range(n):
+            yes = rng.random() < 0.5
+            rows.append({"shipped_raw": (separation if yes else -separation) + rng.gauss(0, 1.0),
+                         "shipped_prior": rng.gauss(0, 0.3), "choice_raw": 0.0, "choice_prior": 0.0, "yes": yes})
+        return rows
+
+    wide, reader = probe_rows(0, 80, 2.0), probe_rows(1, 60, 0.3)
+    wide_file, first, second = tmp_path / "wide.json", tmp_path / "a.json", tmp_path / "b.json"
+    wide_file.write_text(json.dumps({"rows": wide}))
+    first.write_text(json.dumps({"rows": reader[:30]}))
+    second.write_text(json.dumps({"rows": reader[30:]}))
+    out = tmp_path / "settings.json"
+    assert main(["fit", "--wide-rows", str(wide_file), "--reader-rows", str(first), str(second),
+                 "--settings-out", str(out), "--out", str(tmp_path / "report")]) == 0
+    shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
+    written = LMSettings.model_validate_json(out.read_text())
+    assert written.model_dump(exclude={"calibration"}) == shipped.model_dump(exclude={"calibration"})
+    assert written.calibration.model_dump(exclude={"noul_a", "noul_b", "fitted_on"}) == \
+        shipped.calibration.model_dump(exclude={"noul_a", "noul_b", "fitted_on"})
+    assert written.calibration.fitted_on["nouls"] == 140
+    union = wide + reader
+    expected = fit(margins(union, shipped.prior_correction, both=False), union)
+    assert (written.calibration.noul_a, written.calibration.noul_b) == pytest.approx((expected.noul_a, expected.noul_b), abs=1e-6)
+    report = json.loads((tmp_path / "report.json").read_text())
+    alone = report["refitted_alone"]
+    assert alone["reader"]["a"] < report["candidate_platt"]["a"] < alone["wide"]["a"]
+    assert report["items"] == {"wide": 80, "reader": 60}
+    assert "| reader | fitted on wide alone |" in (tmp_path / "report.md").read_text()
