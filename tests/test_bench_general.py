@@ -102,6 +102,19 @@ def test_a_wording_blind_keyword_model_is_caught_by_the_negation_relations() -> 
     assert summary["noul"]["wordings_inverted"] == 1
 
 
+def test_the_ece_floor_is_what_perfectly_calibrated_answers_score_on_so_few_items() -> None:
+    """Certain answers have no floor; answers of 0.5 on 20 items score about 0.09 even when outcomes follow them,
+    and the floor shrinks with more items; a sharp miscalibrated model's ECE stands far above its floor."""
+    assert M.ece_floor([1.0, 0.0, 1.0, 0.0]) == 0.0
+    small, large = M.ece_floor([0.5] * 20), M.ece_floor([0.5] * 600)
+    assert 0.07 < small < 0.11 and large < 0.025
+    assert M.ece_floor([0.5] * 20) == M.ece_floor([0.5] * 20)
+    sharp = [0.95] * 10 + [0.05] * 10
+    gold_against = [1] * 10 + [0] * 10  # index 1 = "no": every answer confidently wrong
+    found = M.variant_metrics("noul", [[p, 1 - p] for p in sharp], gold_against)
+    assert found["ece"] == pytest.approx(0.95) and found["ece_floor"] < 0.1
+
+
 def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
     model = FakeDecisionModel(answer_fn=lambda state, questions: {"q": [0.8, 0.2] if "!" in state else [0.3, 0.7]})
     items = [Item("down!", "urgent", 0), Item("calm", "calm", 1), Item("fire!", "urgent", 2), Item("ok", "calm", 3)]
@@ -114,6 +127,9 @@ def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
     render(results, tmp_path)
     page = (tmp_path / "results.md").read_text()
     assert "| toy | fake | 1.000 |" in page
+    floor = results["methods"]["fake"]["summary"]["noul"]["ece_floor_mean"]
+    assert f"| yes/no ECE if these answers were perfectly calibrated (floor) | {floor:.3f} |" in page
+    assert "| yes/no NLL of p(yes) |" in page and "biased upward" in page
     assert (tmp_path / "headline.png").stat().st_size > 1000
     assert (tmp_path / "coherence.png").stat().st_size > 1000
 

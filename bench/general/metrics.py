@@ -1,7 +1,8 @@
 """Metrics of the untaught-question benchmark: per variant, per task, and coherence between variants.
 
-Per variant: accuracy, NLL, ECE (15 bins; of p(yes) for yes/no, of the top option otherwise),
-AUROC of p(yes) (yes/no), Spearman of the expected level with the gold level (score).
+Per variant: accuracy, NLL, ECE (15 bins; of p(yes) for yes/no, of the top option otherwise) and its
+small-sample floor (the ECE the same answers would score if they were perfectly calibrated), AUROC of
+p(yes) (yes/no), Spearman of the expected level with the gold level (score).
 Per task: the mean, minimum and spread (max − min) of the headline metric over the five wordings.
 Coherence: the negation complement gap |P(yes | Q) + P(yes | not Q) − 1|, agreement of a yes/no
 question with the same question as a yes/no choice, and the score complement gap
@@ -22,11 +23,15 @@ from typing import Any
 import numpy as np
 
 from clef_agents.train.metrics import (
+    ECE_BINS,
     auroc,
     average_ranks,
     expected_calibration_error,
     is_finite_number,
 )
+
+FLOOR_DRAWS = 200
+"""Outcome draws behind ``ece_floor``."""
 
 GAP_LIMIT = 0.15
 """Coherence gaps at or under this count as coherent (the issue's negation target)."""
@@ -59,14 +64,37 @@ def variant_metrics(kind: str, probabilities: Sequence[Sequence[float]], gold: S
         is_yes = (true == 0).astype(float)
         out["auroc"] = auroc(probs[:, 0], is_yes)
         out["ece"] = expected_calibration_error(probs[:, 0], is_yes)
+        out["ece_floor"] = ece_floor(probs[:, 0])
         out["mean_p_yes"] = float(probs[:, 0].mean())
     else:
         out["ece"] = expected_calibration_error(probs.max(1), (pred == true).astype(float))
+        out["ece_floor"] = ece_floor(probs.max(1))
     if kind == "score":
         expected = expected_levels(probs)
         out["spearman"] = spearman(expected, true)
         out["mae_expected"] = float(np.abs(expected - true).mean())
     return out
+
+
+def ece_floor(confidence: Sequence[float], draws: int = FLOOR_DRAWS, seed: int = 0) -> float:
+    """The mean ECE of ``confidence`` against outcomes drawn as Bernoulli(confidence): what these answers would
+    score if they were perfectly calibrated. Binned ECE is biased upward on few items (about 0.09 for 20 answers
+    of 0.5), so an ECE is only as good as its distance above this floor.
+
+    Example:
+        >>> round(ece_floor([1.0, 0.0, 1.0]), 3)
+        0.0
+        >>> 0.05 < ece_floor([0.5] * 20) < 0.13
+        True
+    """
+    conf = np.asarray(confidence, dtype=float)
+    if conf.size == 0:
+        return float("nan")
+    index = np.minimum((conf * ECE_BINS).astype(int), ECE_BINS - 1)
+    one_hot = np.eye(ECE_BINS)[index]
+    outcomes = (np.random.default_rng(seed).random((draws, conf.size)) < conf).astype(float)
+    per_bin = (outcomes - conf) @ one_hot
+    return float(np.abs(per_bin).sum(1).mean() / conf.size)
 
 
 def expected_levels(probabilities: Sequence[Sequence[float]]) -> np.ndarray:

@@ -66,12 +66,15 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         ("yes/no AUROC, worst wording", "noul", "auroc_worst_wording"),
         ("yes/no wordings below 0.8 / inverted (< 0.5)", "noul", None),
         ("yes/no ECE of p(yes)", "noul", "ece_mean"),
+        ("yes/no ECE if these answers were perfectly calibrated (floor)", "noul", "ece_floor_mean"),
+        ("yes/no NLL of p(yes)", "noul", "nll_mean"),
         ("negation complement within 0.15", "noul", "negation_share_within"),
         ("yes/no = same question as yes/no choice", "noul", "yes_no_vs_choice_agreement"),
         ("choice tasks", "choice", "tasks"),
         ("choice accuracy, bare option names", "choice", "accuracy_bare"),
         ("choice accuracy, with descriptions", "choice", "accuracy_described"),
         ("choice ECE", "choice", "ece_mean"),
+        ("choice ECE if perfectly calibrated (floor)", "choice", "ece_floor_mean"),
         ("score tasks", "score", "tasks"),
         ("score Spearman, mean of wording means", "score", "spearman_mean"),
         ("score Spearman, worst wording", "score", "spearman_worst_wording"),
@@ -84,7 +87,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
             if field is None:
                 cells.append(f"{summary['wordings_below_0.8']} / {summary['wordings_inverted']} of {summary['wordings']}")
             else:
-                cells.append(fmt(summary[field]))
+                cells.append(fmt(summary.get(field, float("nan"))))
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     seen = {key: methods[key]["summary"]["seen_tasks"] for key in keys if methods[key]["summary"]["seen_tasks"]}
     if seen:
@@ -100,6 +103,10 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
             met = not math.isnan(value) and (value >= bound if op == ">=" else value <= bound)
             cells.append(f"{fmt(value)} {'✓' if met else '✗'}")
         lines.append(f"| {title} {op} {bound} | " + " | ".join(cells) + " |")
+    if any("ece_floor_mean" in methods[key]["summary"]["noul"] for key in keys):
+        lines += ["", (f"ECE is binned (15 bins) on {meta['n_per_task']} answers per task and wording, and on so few it is biased "
+                       "upward: the floor row is the mean ECE the same answers would score if they were perfectly calibrated "
+                       "(outcomes drawn from their own probabilities). Compare an ECE with its floor, and NLL between methods.")]
     lines += ["", "## Per task", ""] + task_tables(results)
     lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     lines += ["", "## Held-out / trainable split (`clef_agents.train.split`)", "",

@@ -73,6 +73,7 @@ def evaluate_task(task: Task, items: list[Item], answerer: Answerer, progress: A
     result["headline"] = headline
     result["over_wordings"] = M.over_wordings(per_variant, WORDINGS, headline)
     result["ece_over_wordings"] = M.over_wordings(per_variant, WORDINGS, "ece")
+    result["ece_floor_over_wordings"] = M.over_wordings(per_variant, WORDINGS, "ece_floor")
     result["nll_over_wordings"] = M.over_wordings(per_variant, WORDINGS, "nll")
     if task.type == "choice":
         described = [f"{w}_described" for w in WORDINGS]
@@ -118,6 +119,8 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             "wordings_inverted": sum(1 for v in noul_wordings if v < 0.5),
             "wordings": len(noul_wordings),
             "ece_mean": M.finite_mean(t["ece_over_wordings"]["mean"] for t in nouls),
+            "ece_floor_mean": M.finite_mean(t["ece_floor_over_wordings"]["mean"] for t in nouls),
+            "nll_mean": M.finite_mean(t["nll_over_wordings"]["mean"] for t in nouls),
             "negation_share_within": M.finite_mean(t["coherence"]["negation"]["share_within"] for t in nouls),
             "yes_no_vs_choice_agreement": M.finite_mean(t["coherence"]["yes_no_vs_choice_agreement"] for t in nouls),
         },
@@ -126,6 +129,7 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             "accuracy_bare": M.finite_mean(t["over_wordings"]["mean"] for t in choices),
             "accuracy_described": M.finite_mean(t["over_wordings_described"]["mean"] for t in choices),
             "ece_mean": M.finite_mean(t["ece_over_wordings"]["mean"] for t in choices),
+            "ece_floor_mean": M.finite_mean(t["ece_floor_over_wordings"]["mean"] for t in choices),
         },
         "score": {
             "tasks": len(scores),
