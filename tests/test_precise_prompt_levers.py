@@ -214,3 +214,33 @@ def test_the_union_platt_is_fitted_on_both_probes_and_changes_only_the_yes_no_pl
     assert alone["reader"]["a"] < report["candidate_platt"]["a"] < alone["wide"]["a"]
     assert report["items"] == {"wide": 80, "reader": 60}
     assert "| reader | fitted on wide alone |" in (tmp_path / "report.md").read_text()
+
+
+def _general_results(key: str, auroc: float, ece: float, nll: float, negation: float, agreement: float) -> dict:
+    from bench.general.tasks import WORDINGS
+
+    task = {"task": "toy", "type": "noul", "variants": {w: {"auroc": auroc} for w in WORDINGS},
+            "nll_over_wordings": {"mean": nll}}
+    summary = {"auroc_mean": auroc, "ece_mean": ece, "negation_share_within": negation, "yes_no_vs_choice_agreement": agreement}
+    return {"methods": {key: {"tasks": [task], "summary": {"noul": summary}}}, "meta": {"n_per_task": 20}}
+
+
+@pytest.mark.parametrize(("candidate", "ships", "comparable"), [
+    ((0.6, 0.10, 0.68, 0.60, 0.80), True, True),
+    ((0.6, 0.10, 0.70, 0.60, 0.80), False, True),   # flatter ECE but a worse NLL
+    ((0.6, 0.10, 0.68, 0.50, 0.80), False, True),   # negation coherence fell
+    ((0.6, 0.10, 0.68, 0.60, 0.70), False, True),   # yes/no = choice fell
+    ((0.7, 0.10, 0.68, 0.60, 0.80), False, False),  # a ranking moved: not the same margins
+])
+def test_the_calibration_probe_verdict_applies_the_rule_as_written(tmp_path, candidate, ships, comparable):
+    from bench.precise.calibration_probe_verdict import main
+
+    shipped_file, candidate_file = tmp_path / "s.json", tmp_path / "c.json"
+    shipped_file.write_text(json.dumps(_general_results("precise", 0.6, 0.2, 0.69, 0.55, 0.75)))
+    candidate_file.write_text(json.dumps(_general_results("union", *candidate)))
+    assert main(["--shipped", str(shipped_file), "--candidate", str(candidate_file), "--candidate-key", "union",
+                 "--out", str(tmp_path / "verdict")]) == 0
+    found = json.loads((tmp_path / "verdict.json").read_text())["verdict"]
+    assert (found["ships"], found["comparable"]) == (ships, comparable)
+    with pytest.raises(SystemExit, match="has no method 'nope'"):
+        main(["--shipped", str(shipped_file), "--candidate", str(candidate_file), "--candidate-key", "nope"])
