@@ -27,7 +27,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.precise.both_forms_calibration import ROW_FILES, fit, load_rows, margins, scored
+from bench.precise.both_forms_calibration import (
+    ROW_FILES,
+    fit,
+    load_rows,
+    margins,
+    scored,
+)
 from bench.reports import write_report
 
 HERE = Path(__file__).resolve().parent
@@ -56,8 +62,9 @@ def read_wide(args: argparse.Namespace) -> dict[str, Any]:
     rows = [{"shipped_raw": round(float(z[0]), 6), "shipped_prior": round(float(b[0]), 6), "yes": gold == 0,
              "dataset": meta["dataset"], "form": meta["form"]}
             for (_, _, gold, meta), z, b in zip(items, raw, priors)]
-    return {"command": " ".join(["OMP_NUM_THREADS=1 CLEF_AGENTS_DATA=../shared/data .venv/bin/python "
-                                 "bench/precise/union_calibration.py", *sys.argv[1:]]),
+    command = ("OMP_NUM_THREADS=1 CLEF_AGENTS_DATA=../shared/data .venv/bin/python "
+               "bench/precise/union_calibration.py")
+    return {"command": " ".join([command, *sys.argv[1:]]),
             "lm": "precise", "precision": str(lm.model.dtype).removeprefix("torch."), "rows_per_set": WIDE_ROWS_PER_SET,
             "items": len(rows), "seconds": round(time.perf_counter() - started, 1), "rows": rows}
 
@@ -83,12 +90,12 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
         "refitted_alone": {name: platt(c) for name, c in alone.items()},
         "scored": {},
     }
-    for name in probes:
+    for name, rows in probes.items():
         other = next(n for n in probes if n != name)
         result["scored"][name] = {
-            "shipped Platt": scored(values[name], probes[name], shipped.calibration),
-            "candidate (union, in sample)": scored(values[name], probes[name], candidate),
-            f"fitted on {other} alone": scored(values[name], probes[name], alone[other]),
+            "shipped Platt": scored(values[name], rows, shipped.calibration),
+            "candidate (union, in sample)": scored(values[name], rows, candidate),
+            f"fitted on {other} alone": scored(values[name], rows, alone[other]),
         }
     result["scored"]["union"] = {"shipped Platt": scored(union_values, union_rows, shipped.calibration),
                                  "candidate (union, in sample)": scored(union_values, union_rows, candidate)}
@@ -111,8 +118,8 @@ def platt(calibration: Any) -> dict[str, float]:
 def render(result: dict[str, Any]) -> str:
     """The fit's report as markdown."""
     lines = ["# Precise tier: yes/no Platt fitted on the union of the wide and reader probes", "",
-             f"Command: `{result['command']}`. Rule: [rule_calibration_probe.md](rule_calibration_probe.md). "
-             f"Items: {result['items']}. Prior correction as shipped: {result['correction']}.", "",
+             (f"Command: `{result['command']}`. Rule: [rule_calibration_probe.md](rule_calibration_probe.md). "
+              f"Items: {result['items']}. Prior correction as shipped: {result['correction']}."), "",
              "| Platt | a | b |", "|---|---:|---:|",
              f"| shipped (stop 31, wide probe, bf16) | {result['shipped_platt']['a']:.3f} | {result['shipped_platt']['b']:.3f} |",
              f"| **candidate: union** | {result['candidate_platt']['a']:.3f} | {result['candidate_platt']['b']:.3f} |"]
