@@ -23,15 +23,12 @@ from typing import Any
 import numpy as np
 
 from clef_agents.train.metrics import (
-    ECE_BINS,
     auroc,
     average_ranks,
+    ece_under_perfect_calibration,
     expected_calibration_error,
     is_finite_number,
 )
-
-FLOOR_DRAWS = 200
-"""Outcome draws behind ``ece_floor``."""
 
 GAP_LIMIT = 0.15
 """Coherence gaps at or under this count as coherent (the issue's negation target)."""
@@ -76,10 +73,10 @@ def variant_metrics(kind: str, probabilities: Sequence[Sequence[float]], gold: S
     return out
 
 
-def ece_floor(confidence: Sequence[float], draws: int = FLOOR_DRAWS, seed: int = 0) -> float:
-    """The mean ECE of ``confidence`` against outcomes drawn as Bernoulli(confidence): what these answers would
-    score if they were perfectly calibrated. Binned ECE is biased upward on few items (about 0.09 for 20 answers
-    of 0.5), so an ECE is only as good as its distance above this floor.
+def ece_floor(confidence: Sequence[float]) -> float:
+    """The mean ECE these answers would score if they were perfectly calibrated
+    (``ece_under_perfect_calibration``). Binned ECE is biased upward on few items (about 0.09 for 20 answers of 0.5),
+    so an ECE is only as good as its distance above this floor.
 
     Example:
         >>> round(ece_floor([1.0, 0.0, 1.0]), 3)
@@ -87,14 +84,7 @@ def ece_floor(confidence: Sequence[float], draws: int = FLOOR_DRAWS, seed: int =
         >>> 0.05 < ece_floor([0.5] * 20) < 0.13
         True
     """
-    conf = np.asarray(confidence, dtype=float)
-    if conf.size == 0:
-        return float("nan")
-    index = np.minimum((conf * ECE_BINS).astype(int), ECE_BINS - 1)
-    one_hot = np.eye(ECE_BINS)[index]
-    outcomes = (np.random.default_rng(seed).random((draws, conf.size)) < conf).astype(float)
-    per_bin = (outcomes - conf) @ one_hot
-    return float(np.abs(per_bin).sum(1).mean() / conf.size)
+    return float(ece_under_perfect_calibration(confidence).mean())
 
 
 def expected_levels(probabilities: Sequence[Sequence[float]]) -> np.ndarray:
