@@ -314,6 +314,8 @@ def ceiling_lines() -> list[str]:
 
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
 GENERAL_LM = ROOT / "bench" / "general" / "results_precise_v2" / "results.json"
+GENERAL_FLOOR = ROOT / "bench" / "general" / "results_ece_floor" / "results.json"
+"""The same rows as ``GENERAL`` for mini and label cosine, run again with the ECE floor (stop 39)."""
 LM_PROBE = ROOT / "bench" / "precise" / "calibration_name_wide.json"
 
 
@@ -432,9 +434,24 @@ def untaught_lines() -> list[str]:
         "",
         *task_table(methods),
     ]
+    lines += ece_floor_lines()
     lines += ["", ("\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
               " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`).")]
     return lines
+
+
+def ece_floor_lines() -> list[str]:
+    """How far the untaught yes/no ECEs stand above what perfectly calibrated answers would score on these rows."""
+    if not GENERAL_FLOOR.exists():
+        return []
+    results = json.loads(GENERAL_FLOOR.read_text())
+    noul = {key: method["summary"]["noul"] for key, method in results["methods"].items()}
+    floors = "; ".join(f"{key} {num(s['ece_mean'])} against a floor of {num(s['ece_floor_mean'])}, NLL {num(s['nll_mean'])}"
+                       for key, s in noul.items())
+    return ["", (f"ECE on {results['meta']['n_per_task']} rows a task is biased upward; its floor is the ECE the same answers"
+                 f" would score if they were perfectly calibrated, and NLL has no such bias (answering 0.5 throughout scores"
+                 f" {math.log(2):.3f}). Yes/no ECE: {floors} — `{results['meta']['command']}`"
+                 f" (`{GENERAL_FLOOR.parent.relative_to(ROOT).as_posix()}/results.md`).")]
 
 
 def lm_tier_lines() -> list[str]:
