@@ -111,14 +111,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["in_sample"] = scored(both_all, everything, whole)
     result["command"] = " ".join([".venv/bin/python bench/precise/both_forms_calibration.py", *sys.argv[1:]])
     if args.settings_out:
-        fitted_on = {**shipped.calibration.fitted_on, "nouls": len(everything),
-                     "nouls_probe": "reader probe rows read in both forms (bench/precise/both_forms_calibration.md)"}
-        calibration = shipped.calibration.model_copy(update={"noul_a": whole.noul_a, "noul_b": whole.noul_b,
-                                                             "fitted_on": fitted_on})
-        settings = shipped.model_copy(update={"noul_both_forms": True, "calibration": calibration})
-        args.settings_out.write_text(LMSettings.model_validate(settings.model_dump()).model_dump_json(indent=1) + "\n")
+        write_platt_settings(args.settings_out, shipped, whole, len(everything),
+                             "reader probe rows read in both forms (bench/precise/both_forms_calibration.md)",
+                             noul_both_forms=True)
         result["settings_written"] = str(args.settings_out)
     return result
+
+
+def write_platt_settings(path: Path, shipped: Any, platt: Any, nouls: int, probe: str, **changes: Any) -> None:
+    """Write ``shipped`` (an ``LMSettings``) with the yes/no Platt of ``platt``, fitted on ``nouls`` rows of ``probe``,
+    and ``changes`` to other settings; everything else stays as shipped."""
+    from clef_agents.model.prefill_lm import LMSettings
+
+    fitted_on = {**shipped.calibration.fitted_on, "nouls": nouls, "nouls_probe": probe}
+    calibration = shipped.calibration.model_copy(update={"noul_a": platt.noul_a, "noul_b": platt.noul_b,
+                                                         "fitted_on": fitted_on})
+    settings = shipped.model_copy(update={**changes, "calibration": calibration})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(LMSettings.model_validate(settings.model_dump()).model_dump_json(indent=1) + "\n")
 
 
 def render(result: dict[str, Any]) -> str:

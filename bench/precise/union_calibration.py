@@ -33,6 +33,7 @@ from bench.precise.both_forms_calibration import (
     load_rows,
     margins,
     scored,
+    write_platt_settings,
 )
 from bench.reports import write_report
 
@@ -100,13 +101,8 @@ def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     result["scored"]["union"] = {"shipped Platt": scored(union_values, union_rows, shipped.calibration),
                                  "candidate (union, in sample)": scored(union_values, union_rows, candidate)}
     if args.settings_out:
-        fitted_on = {**shipped.calibration.fitted_on, "nouls": len(union_rows),
-                     "nouls_probe": "union of the wide and reader probes (bench/precise/rule_calibration_probe.md)"}
-        calibration = shipped.calibration.model_copy(update={"noul_a": candidate.noul_a, "noul_b": candidate.noul_b,
-                                                             "fitted_on": fitted_on})
-        settings = shipped.model_copy(update={"calibration": calibration})
-        args.settings_out.parent.mkdir(parents=True, exist_ok=True)
-        args.settings_out.write_text(LMSettings.model_validate(settings.model_dump()).model_dump_json(indent=1) + "\n")
+        write_platt_settings(args.settings_out, shipped, candidate, len(union_rows),
+                             "union of the wide and reader probes (bench/precise/rule_calibration_probe.md)")
         result["settings_written"] = str(args.settings_out)
     return result
 
