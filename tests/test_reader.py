@@ -297,6 +297,60 @@ def test_head_weights_outside_zero_to_one_are_refused(tiny_folder):
         QuestionReader.mix_with_head([0.5, 0.5], [0.2, 0.3, 0.5], 0.5)
 
 
+def test_the_final_temperature_flattens_the_mixed_answer_of_its_type_without_moving_its_argmax(tiny_folder, tmp_path):
+    model = make_model(tiny_folder)
+    reader = make_reader(tiny_folder)
+    model.engine.attach_reader(reader)
+    choice = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}}})["c"]
+    noul = wire.validate_questions({"s": {"type": "noul", "instructions": "is this spam"}})["s"]
+    state = "refund my money"
+    reader.set_head_weights({"noul": 0.25, "choice": 0.25})
+    before = model.engine.predict([(state, [choice, noul])])[0].probabilities
+    reader.set_final_temperature({"noul": 3.0})
+    after = model.engine.predict([(state, [choice, noul])])[0].probabilities
+    assert after[0] == pytest.approx(before[0], abs=1e-6)
+    assert after[1] == pytest.approx(QuestionReader.temper(before[1], 3.0), abs=1e-6)
+    assert abs(after[1][0] - 0.5) < abs(before[1][0] - 0.5)
+    assert (after[1][0] > 0.5) == (before[1][0] > 0.5)
+    reader.save(tmp_path / "r")
+    assert QuestionReader.load(tmp_path / "r").describe()["final_temperature"] == {"noul": 3.0}
+
+
+def test_final_answer_needs_the_heads_answer_where_the_head_is_mixed_in_and_refuses_bad_temperatures(tiny_folder):
+    reader = make_reader(tiny_folder)
+    noul = wire.validate_questions({"s": {"type": "noul", "instructions": "is this spam"}})["s"]
+    assert reader.final_answer(noul, [0.7, 0.3]) == [0.7, 0.3]
+    reader.set_head_weights({"noul": 0.5})
+    with pytest.raises(ValueError, match="mixes the head's answer into noul questions"):
+        reader.final_answer(noul, [0.7, 0.3])
+    assert reader.final_answer(noul, [0.7, 0.3], [0.3, 0.7]) == pytest.approx([0.5, 0.5])
+    for temperatures in ({"noul": 0.0}, {"choice": -1.0}, {"noul": float("nan")}):
+        with pytest.raises(ValueError, match="final_temperature must be finite and above 0"):
+            reader.set_final_temperature(temperatures)
+    with pytest.raises(ValueError):
+        reader.set_final_temperature({"score": 2.0})
+    assert QuestionReader.temper([0.9, 0.05, 0.05], 1.0) == [0.9, 0.05, 0.05]
+    sharper = QuestionReader.temper([0.6, 0.3, 0.1], 0.5)
+    assert sharper[0] > 0.6 and sum(sharper) == pytest.approx(1.0)
+
+
+def test_evaluation_scores_the_readers_questions_by_what_the_model_answers(tiny_folder):
+    from clef_agents.train.calibration import collect_logits
+
+    model = make_model(tiny_folder)
+    reader = make_reader(tiny_folder)
+    model.engine.attach_reader(reader)
+    reader.set_head_weights({"noul": 0.25, "choice": 0.5})
+    reader.set_final_temperature({"noul": 2.0, "choice": 0.7})
+    records = toy_records(6, seed=5)
+    collected = collect_logits(model, records, progress=False)
+    answered = [model.engine.predict([(wire.state_text(r["state"]), [wire.validate_questions(r["questions"])[QID]])])[0].probabilities[0]
+                for r in records]
+    assert all(item.read for item in collected)
+    for item, expected in zip(collected, answered):
+        assert item.answered == pytest.approx(expected, abs=2e-4)  # batched apart
+
+
 def test_the_probe_report_scores_yes_no_by_auroc_and_choices_by_accuracy_with_enough_items():
     from clef_agents.train.reader_probe import MIN_GROUP, probe_half, probe_report
 

@@ -333,8 +333,7 @@ class DecisionEngine:
                     parts.append(part)
                     continue
                 result = next(read)
-                probabilities.append(reader.mix_with_head(result.probabilities, probability, weight) if weight > 0
-                                     else result.probabilities)
+                probabilities.append(reader.final_answer(question, result.probabilities, probability if weight > 0 else None))
                 parts.append("reader")
                 tokens += result.input_tokens
                 truncation = truncation or Truncation("head_tail", result.state_tokens, result.state_kept)

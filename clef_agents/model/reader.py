@@ -67,6 +67,9 @@ class ReaderConfig(BaseModel):
     head_weights: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
     """Per question type, the weight ``w`` of the routing head's answer mixed into the reader's
     (``log p = (1 - w)·log p_reader + w·log p_head``, renormalised); absent or 0: the reader alone."""
+    final_temperature: dict[Literal["noul", "choice"], float] = Field(default_factory=dict)
+    """Per question type, a temperature ``T`` applied to the reader's answer after the head is mixed in
+    (``p ∝ p_mixed^(1/T)``): it keeps every answer's argmax and only recalibrates its confidence; absent: 1."""
     prior_correction: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
     """Per question type, how much of the question's answer about a content-free state is subtracted
     from its logits (``z - λ·z_prior``; "calibrate before use"), removing what the wording alone leans
@@ -79,6 +82,14 @@ class ReaderConfig(BaseModel):
         bad = {k: w for k, w in value.items() if not 0.0 <= w < 1.0}
         if bad:
             raise ValueError(f"head_weights must lie in [0, 1) (1 would drop the reader), got {bad}")
+        return value
+
+    @field_validator("final_temperature")
+    @classmethod
+    def _temperatures_positive(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: t for k, t in value.items() if not (math.isfinite(t) and t > 0.0)}
+        if bad:
+            raise ValueError(f"final_temperature must be finite and above 0, got {bad}")
         return value
 
     @field_validator("prior_correction")
@@ -489,6 +500,31 @@ class QuestionReader:
         """The weight of the routing head's answer mixed into this question's (0: the reader alone)."""
         return float(self.config.head_weights.get(question.type, 0.0))
 
+    def set_final_temperature(self, temperatures: dict[str, float]) -> None:
+        """Set the temperature per question type applied after head mixing (see ``ReaderConfig.final_temperature``).
+
+        Example:
+            >>> reader.set_final_temperature({"noul": 1.6})  # doctest: +SKIP
+        """
+        self.config = self.config.model_copy(update={"final_temperature": ReaderConfig(final_temperature=temperatures).final_temperature})
+
+    def final_answer(self, question: wire.TextQuestion, reader_probabilities: Sequence[float],
+                     head_probabilities: Sequence[float] | None = None) -> list[float]:
+        """The answer the model gives with the reader: the head's answer mixed in (``head_weights``), then the
+        final temperature. ``head_probabilities`` is needed when the question's type mixes the head in.
+
+        Example:
+            >>> reader.final_answer(Noul(instructions="Is it late?"), [0.7, 0.3], [0.9, 0.1])  # doctest: +SKIP
+            [0.76, 0.24]
+        """
+        weight = self.head_weight(question)
+        if weight > 0.0:
+            if head_probabilities is None:
+                raise ValueError(f"the reader mixes the head's answer into {question.type} questions (weight {weight}); "
+                                 "pass head_probabilities")
+            reader_probabilities = self.mix_with_head(reader_probabilities, head_probabilities, weight)
+        return self.temper(reader_probabilities, self.config.final_temperature.get(question.type, 1.0))
+
     @staticmethod
     def mix_with_head(reader_probabilities: Sequence[float], head_probabilities: Sequence[float], weight: float) -> list[float]:
         """``(1 - weight)·log p_reader + weight·log p_head``, renormalised.
@@ -503,11 +539,28 @@ class QuestionReader:
             return list(reader_probabilities)
         logp = [(1 - weight) * math.log(max(r, 1e-9)) + weight * math.log(max(h, 1e-9))
                 for r, h in zip(reader_probabilities, head_probabilities)]
-        top = max(logp)
-        exp = [math.exp(v - top) for v in logp]
-        total = sum(exp)
-        return [v / total for v in exp]
+        return _normalised_exp(logp)
+
+    @staticmethod
+    def temper(probabilities: Sequence[float], temperature: float) -> list[float]:
+        """``p^(1/temperature)``, renormalised (the argmax never moves).
+
+        Example:
+            >>> [round(p, 3) for p in QuestionReader.temper([0.8, 0.2], 2.0)]
+            [0.667, 0.333]
+        """
+        if temperature == 1.0:
+            return list(probabilities)
+        logp = [math.log(max(p, 1e-9)) / temperature for p in probabilities]
+        return _normalised_exp(logp)
 
     def describe(self) -> dict[str, Any]:
         """The config as a JSON-able dict (for model cards and ``/readyz``-like summaries)."""
         return json.loads(self.config.model_dump_json())
+
+
+def _normalised_exp(logp: Sequence[float]) -> list[float]:
+    top = max(logp)
+    exp = [math.exp(v - top) for v in logp]
+    total = sum(exp)
+    return [v / total for v in exp]

@@ -56,7 +56,7 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
         logits, features = engine.logits_and_features(batch, engine.taught_specs(taught))
         logits, features = logits.float().cpu(), {spec: value.float().cpu() for spec, value in features.items()}
         answered = engine.calibrated_log_probs(logits, batch, questions, features, taught)
-        read = _reader_answers(engine.reader, examples, taught)
+        read = _reader_answers(engine, examples, taught, answered)
         for i, (spans, (text, row, gold)) in enumerate(zip(batch.spans, examples)):
             dataset = chunk[i].get("meta", {}).get("dataset", "?")
             for q, ((a, b), question, target) in enumerate(zip(spans, row, gold)):
@@ -67,14 +67,19 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
     return out
 
 
-def _reader_answers(reader: Any, examples: Sequence[tuple[str, list[Any], list[int]]],
-                    taught: Sequence[Sequence[Any]]) -> dict[tuple[int, int], list[float]]:
-    """The question reader's probabilities for every untaught question, by (request, question) index."""
+def _reader_answers(engine: Any, examples: Sequence[tuple[str, list[Any], list[int]]],
+                    taught: Sequence[Sequence[Any]], head: Sequence[Sequence[torch.Tensor]]) -> dict[tuple[int, int], list[float]]:
+    """The model's answers to the questions its reader answers, by (request, question) index: the reader's,
+    with the head's calibrated answer (``head``: log-probabilities) mixed in and the final temperature, as
+    ``DecisionEngine.predict`` answers them."""
+    reader = engine.reader
     if reader is None:
         return {}
-    keys = [(i, q) for i, (_, row, _) in enumerate(examples) for q in range(len(row)) if taught[i][q] is None]
+    keys = [(i, q) for i, (_, row, _) in enumerate(examples)
+            for q, flag in enumerate(engine.read_by_reader(row, taught[i])) if flag]
     probabilities = reader.predict([(examples[i][0], examples[i][1][q]) for i, q in keys]) if keys else []
-    return dict(zip(keys, probabilities))
+    return {(i, q): reader.final_answer(examples[i][1][q], p, head[i][q].exp().tolist())
+            for (i, q), p in zip(keys, probabilities)}
 
 
 @dataclass(frozen=True)
