@@ -353,12 +353,18 @@ def reader_lines(config: dict) -> list[str]:
         f"{'' if 'scores_from' in cal['fitted_on'] else ', ' + str(cal['fitted_on'].get('scores')) + ' score records'};"
         f" score temperature from {cal['fitted_on'].get('scores_from', 'the same records')})."),
         (f"- Prior correction (logits less this share of the question's logits about a content-free state): "
-        f"{settings.get('prior_correction') or 'none'}; the routing head's answer mixed in: {settings.get('head_weights') or 'none'}."),
+        f"{settings.get('prior_correction') or 'none'}; the routing head's answer mixed in: {settings.get('head_weights') or 'none'};"
+        f" then a temperature per type: {settings.get('final_temperature') or 'none'}."),
         (f"- Left out of its training: {', '.join(reader.get('excluded') or []) or 'nothing'} (banking77 the intent family's"
         " leave-one-out target, the others the reader's probe, `clef_agents.train.split.READER_PROBE`) and every held-out set."),
         (f"- Learnt from {len(reader.get('sets', []))} sets, each row made into several questions (`clef_agents/train/reader_data.py`):"
         f" {', '.join(reader.get('sets', []))}."),
     ]
+    final = settings.get("trained_on", {}).get("final_temperature")
+    if final:
+        lines.append(f"- Temperature after the mix fitted on the same probe ({final['items']} questions) and judged once on bench/general"
+                     f" ([{final['rule']}]({final['rule']})): fitted {final['fitted']}, shipped {final['shipped']} —"
+                     f" `{final['command']}` ({final['report']}, {final['verdict']}).")
     probe = reader.get("probe")
     if probe:
         lines.append(f"- Checkpoint `{probe['chosen']}` chosen among {probe['candidates']} on the reader's probe ({probe['items']}"
@@ -616,6 +622,9 @@ def render() -> str:
         "  ones); a reworded question, or one with a new option, is answered by the head alone (the \"head alone\" column).",
         "- Calibration of untaught questions is global per question type: teach a question you ask often",
         "  (`clef-agents teach`), or refit it with `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
+        "- Yes/no questions nobody taught are answered with a temperature fitted on questions the reader knows little about",
+        "  (`bench/reader/final_temperature.md`), so their answers sit near 0.5 even where it knows more, e.g. entailment",
+        "  questions like those it trained on (`bench/reader/final_temperature_quality.md`): teach the questions you rely on.",
         "- Probabilities on question styles far from the training mixture are less reliable: fit lane thresholds on",
         "  your own labelled decisions (`clef-agents calibrate --max-auto-error ...`).",
         "",
