@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import warnings
 
@@ -207,6 +208,40 @@ def test_attach_reader_writes_a_checkpoint_that_answers_untaught_questions_with_
     assert response.extensions["x_reader"] == ["s"]
 
 
+def test_calibrate_refits_the_readers_final_temperature_on_the_questions_it_answers(tiny_folder, tmp_path, capsys):
+    from clef_agents.cli import main
+    from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
+    from clef_agents.train.calibration import fit_reader_temperature
+    from clef_agents.train.evaluate import summarise_calibration
+
+    model = make_model(tiny_folder)
+    reader = make_reader(tiny_folder)
+    reader.set_head_weights({"noul": 0.25})
+    reader.set_final_temperature({"noul": 0.05})  # far too sharp for a reader that knows nothing
+    model.engine.attach_reader(reader)
+    records = toy_records(40, seed=9)
+    before = summarise_calibration(model, records)["noul"]
+    fitted = fit_reader_temperature(model, records, progress=False)
+    assert fitted["questions"] == {"noul": 40, "choice": 40, "score": 0}
+    assert fitted["temperatures"]["noul"] > 0.05 and reader.describe()["final_temperature"]["noul"] == fitted["temperatures"]["noul"]
+    after = summarise_calibration(model, records)["noul"]
+    assert after["nll"] < before["nll"] and after["accuracy"] == before["accuracy"]
+    assert fit_reader_temperature(model, records[:10], progress=False)["temperatures"] == {}  # 5 of each: too few
+
+    reader.set_final_temperature({"noul": 0.05})
+    model.save_pretrained(tmp_path / "sharp")
+    (tmp_path / "labelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntrainedModelWarning)
+        assert main(["calibrate", "--model", str(tmp_path / "sharp"), "--records", str(tmp_path / "labelled.jsonl"),
+                     "--out", str(tmp_path / "refitted")]) == 0
+        report = json.loads(capsys.readouterr().out)
+        saved = ClefDecisionModel.from_pretrained(tmp_path / "refitted")
+    assert report["reader_final_temperature"]["temperatures"]["noul"] > 0.05
+    assert saved.engine.reader.describe()["final_temperature"]["noul"] == report["reader_final_temperature"]["temperatures"]["noul"]
+    assert report["after"]["noul"]["nll"] < report["before"]["noul"]["nll"]
+
+
 def test_the_cli_parses_train_reader_with_its_defaults():
     from clef_agents.cli import build_parser
 
@@ -328,7 +363,7 @@ def test_final_answer_needs_the_heads_answer_where_the_head_is_mixed_in_and_refu
         with pytest.raises(ValueError, match="final_temperature must be finite and above 0"):
             reader.set_final_temperature(temperatures)
     with pytest.raises(ValueError):
-        reader.set_final_temperature({"score": 2.0})
+        reader.set_final_temperature({"ranking": 2.0})
     assert QuestionReader.temper([0.9, 0.05, 0.05], 1.0) == [0.9, 0.05, 0.05]
     sharper = QuestionReader.temper([0.6, 0.3, 0.1], 0.5)
     assert sharper[0] > 0.6 and sum(sharper) == pytest.approx(1.0)

@@ -67,7 +67,7 @@ class ReaderConfig(BaseModel):
     head_weights: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
     """Per question type, the weight ``w`` of the routing head's answer mixed into the reader's
     (``log p = (1 - w)·log p_reader + w·log p_head``, renormalised); absent or 0: the reader alone."""
-    final_temperature: dict[Literal["noul", "choice"], float] = Field(default_factory=dict)
+    final_temperature: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
     """Per question type, a temperature ``T`` applied to the reader's answer after the head is mixed in
     (``p ∝ p_mixed^(1/T)``): it keeps every answer's argmax and only recalibrates its confidence; absent: 1."""
     prior_correction: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)

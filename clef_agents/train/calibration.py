@@ -194,3 +194,44 @@ def fit_calibration(
     )
     model.engine.config.calibration = calibration
     return calibration
+
+
+READER_REFIT_MIN = 20
+"""Questions of a type the reader must answer among the records before ``fit_reader_temperature`` refits its temperature."""
+
+
+def fit_reader_temperature(
+    model: ClefDecisionModel,
+    records: Sequence[dict[str, Any]],
+    *,
+    max_per_dataset: int = 300,
+    seed: int = 0,
+    min_questions: int = READER_REFIT_MIN,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Refit the question reader's final temperature (``ReaderConfig.final_temperature``) per question type on
+    labelled records, from the answers the model gives to the records' questions that its reader answers (not
+    taught). A type with fewer than ``min_questions`` such questions keeps its temperature. The argmax of every
+    answer stays as it was. Returns the refitted temperatures and how many questions each was fitted on.
+
+    Example:
+        >>> fit_reader_temperature(model, my_labelled_records)  # doctest: +SKIP
+        {'temperatures': {'noul': 2.7}, 'questions': {'noul': 412, 'choice': 3, 'score': 0}}
+    """
+    reader = model.engine.reader
+    if reader is None:
+        return {"temperatures": {}, "questions": {}}
+    records = _per_dataset_sample(records, max_per_dataset, seed)
+    read = [it for it in collect_logits(model, records, progress=progress) if it.read and it.answered is not None]
+    current = reader.describe()["final_temperature"]
+    refitted: dict[str, float] = {}
+    counts = {kind: sum(it.kind == kind for it in read) for kind in wire.QUESTION_TYPES}
+    for kind, count in counts.items():
+        if count < min_questions:
+            continue
+        chosen = [it for it in read if it.kind == kind]
+        factor = fit_temperature([torch.tensor(it.answered).clamp_min(1e-12).log() for it in chosen], [it.gold for it in chosen])
+        refitted[kind] = round(current.get(kind, 1.0) * factor, 4)
+    if refitted:
+        reader.set_final_temperature({**current, **refitted})
+    return {"temperatures": refitted, "questions": counts}

@@ -351,16 +351,18 @@ def _run_calibrate(args: argparse.Namespace) -> int:
     if not args.model or not args.out:
         raise ValueError("probability calibration needs --model and --out (or pass --max-auto-error to fit lane thresholds)")
     from clef_agents.model import ClefDecisionModel
-    from clef_agents.train.calibration import fit_calibration
+    from clef_agents.train.calibration import fit_calibration, fit_reader_temperature
     from clef_agents.train.evaluate import summarise_calibration
 
     model = ClefDecisionModel.from_pretrained(args.model)
     records = _read_jsonl(args.records)
     before = summarise_calibration(model, records)
     calibration = fit_calibration(model, records)
+    reader = fit_reader_temperature(model, records)
     after = summarise_calibration(model, records)
     folder = model.save_pretrained(args.out)
-    print(json.dumps({"calibration": calibration.model_dump(), "before": before, "after": after, "saved": str(folder)}, indent=2))
+    print(json.dumps({"calibration": calibration.model_dump(), "reader_final_temperature": reader,
+                      "before": before, "after": after, "saved": str(folder)}, indent=2))
     return 0
 
 
