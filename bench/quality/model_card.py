@@ -314,8 +314,6 @@ def ceiling_lines() -> list[str]:
 
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
 GENERAL_LM = ROOT / "bench" / "general" / "results_precise_v2" / "results.json"
-GENERAL_FLOOR = ROOT / "bench" / "general" / "results_ece_floor" / "results.json"
-"""The same rows as ``GENERAL`` for mini and label cosine, run again with the ECE floor (stop 39)."""
 LM_PROBE = ROOT / "bench" / "precise" / "calibration_name_wide.json"
 
 
@@ -383,6 +381,8 @@ SUMMARY_ROWS = (
     ("yes/no AUROC, worst wording", "noul", "auroc_worst_wording", num),
     ("yes/no wordings that invert (AUROC < 0.5)", "noul", "wordings_inverted", str),
     ("yes/no ECE of p(yes)", "noul", "ece_mean", num),
+    ("its floor: the ECE of the same answers were they perfectly calibrated", "noul", "ece_floor_mean", num),
+    ("yes/no NLL (answering 0.5 throughout: 0.693)", "noul", "nll_mean", num),
     ("negation: items whose p(yes) for Q and for not-Q sum to 1 ± 0.15", "noul", "negation_share_within", pct),
     ("yes/no and the same question as a yes/no choice agree", "noul", "yes_no_vs_choice_agreement", pct),
     ("choice accuracy, bare option names", "choice", "accuracy_bare", pct),
@@ -397,7 +397,7 @@ def summary_table(methods: dict) -> list[str]:
     keys = list(methods)
     lines = ["| | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for title, kind, field, show in SUMMARY_ROWS:
-        lines.append(f"| {title} | " + " | ".join(show(methods[k]["summary"][kind][field]) for k in keys) + " |")
+        lines.append(f"| {title} | " + " | ".join(show(methods[k]["summary"][kind].get(field)) for k in keys) + " |")
     return lines
 
 
@@ -447,17 +447,9 @@ def untaught_lines() -> list[str]:
 
 
 def ece_floor_lines() -> list[str]:
-    """How far the untaught yes/no ECEs stand above what perfectly calibrated answers would score on these rows."""
-    if not GENERAL_FLOOR.exists():
-        return []
-    results = json.loads(GENERAL_FLOOR.read_text())
-    noul = {key: method["summary"]["noul"] for key, method in results["methods"].items()}
-    floors = "; ".join(f"{key} {num(s['ece_mean'])} against a floor of {num(s['ece_floor_mean'])}, NLL {num(s['nll_mean'])}"
-                       for key, s in noul.items())
-    return ["", (f"ECE on {results['meta']['n_per_task']} rows a task is biased upward; its floor is the ECE the same answers"
-                 f" would score if they were perfectly calibrated, and NLL has no such bias (answering 0.5 throughout scores"
-                 f" {math.log(2):.3f}). Yes/no ECE: {floors} — `{results['meta']['command']}`"
-                 f" (`{GENERAL_FLOOR.parent.relative_to(ROOT).as_posix()}/results.md`).")]
+    """How to read the untaught ECEs: their floor on this many rows, and NLL beside them."""
+    return ["", ("ECE on this many rows a task is biased upward, and more so for spread answers; its floor is the ECE the"
+                 " same answers would score if they were perfectly calibrated, and NLL, a proper scoring rule, has no such bias.")]
 
 
 def lm_tier_lines() -> list[str]:
