@@ -298,12 +298,18 @@ def test_recipe_three_adds_the_written_questions_four_times_in_training_and_once
     assert reader_records("train", sets=[], version=2) == []
 
 
+def team_and_spam_questions() -> tuple[wire.Choice, wire.Noul]:
+    """A two-option choice and a yes/no question, as the engine receives them."""
+    questions = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
+                                         "s": {"type": "noul", "instructions": "is this spam"}})
+    return questions["c"], questions["s"]
+
+
 def test_head_weights_mix_the_heads_answer_into_the_readers_for_their_type_only(tiny_folder, tmp_path):
     model = make_model(tiny_folder)
     reader = make_reader(tiny_folder)
     model.engine.attach_reader(reader)
-    choice = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}}})["c"]
-    noul = wire.validate_questions({"s": {"type": "noul", "instructions": "is this spam"}})["s"]
+    choice, noul = team_and_spam_questions()
     state = "refund my money"
     read = reader.predict([(state, choice), (state, noul)])
     model.engine.attach_reader(None)
@@ -336,8 +342,7 @@ def test_the_final_temperature_flattens_the_mixed_answer_of_its_type_without_mov
     model = make_model(tiny_folder)
     reader = make_reader(tiny_folder)
     model.engine.attach_reader(reader)
-    choice = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}}})["c"]
-    noul = wire.validate_questions({"s": {"type": "noul", "instructions": "is this spam"}})["s"]
+    choice, noul = team_and_spam_questions()
     state = "refund my money"
     reader.set_head_weights({"noul": 0.25, "choice": 0.25})
     before = model.engine.predict([(state, [choice, noul])])[0].probabilities
@@ -353,7 +358,7 @@ def test_the_final_temperature_flattens_the_mixed_answer_of_its_type_without_mov
 
 def test_final_answer_needs_the_heads_answer_where_the_head_is_mixed_in_and_refuses_bad_temperatures(tiny_folder):
     reader = make_reader(tiny_folder)
-    noul = wire.validate_questions({"s": {"type": "noul", "instructions": "is this spam"}})["s"]
+    _, noul = team_and_spam_questions()
     assert reader.final_answer(noul, [0.7, 0.3]) == [0.7, 0.3]
     reader.set_head_weights({"noul": 0.5})
     with pytest.raises(ValueError, match="mixes the head's answer into noul questions"):

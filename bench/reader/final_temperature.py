@@ -38,6 +38,14 @@ TOLERANCE = 1e-6
 """How far a ranking or accuracy may differ between the two runs before they are not comparable."""
 
 
+def write_report(stem: Path, result: dict[str, Any], render: Any) -> None:
+    """``stem``.json and ``stem``.md (``render(result)``), and the page on standard output."""
+    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    page = render(result)
+    stem.with_suffix(".md").write_text(page, encoding="utf-8")
+    print(page)
+
+
 # --------------------------------------------------------------------------- the probe's answers
 
 
@@ -189,10 +197,7 @@ def run_fit(args: argparse.Namespace) -> int:
     if args.write and final:
         write_candidate(args.model, final, Path(args.write))
         result["written"] = args.write
-    stem = Path(args.out)
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    stem.with_suffix(".md").write_text(render_fit(result), encoding="utf-8")
-    print(render_fit(result))
+    write_report(Path(args.out), result, render_fit)
     return 0
 
 
@@ -307,10 +312,7 @@ def run_verdict(args: argparse.Namespace) -> int:
     verdict.update({"command": " ".join(["python", "bench/reader/final_temperature.py", *sys.argv[1:]]),
                     "shipped": f"{args.shipped} ({args.shipped_method})", "candidate": f"{args.candidate} ({args.candidate_method})",
                     "candidate_command": candidate_file["meta"]["command"], "final_temperature": fitted})
-    stem = Path(args.out)
-    stem.with_suffix(".json").write_text(json.dumps(verdict, indent=2) + "\n", encoding="utf-8")
-    stem.with_suffix(".md").write_text(render_verdict(verdict), encoding="utf-8")
-    print(render_verdict(verdict))
+    write_report(Path(args.out), verdict, render_verdict)
     return 0
 
 
@@ -370,10 +372,7 @@ def run_quality(args: argparse.Namespace) -> int:
               "models": {"shipped": args.shipped_model, "candidate": args.candidate_model},
               "shipped": quality_rows(args.shipped_model, args.sets), "candidate": quality_rows(args.candidate_model, args.sets)}
     result["wall_s"] = round(time.time() - started, 1)
-    stem = Path(args.out)
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    stem.with_suffix(".md").write_text(render_quality(result), encoding="utf-8")
-    print(render_quality(result))
+    write_report(Path(args.out), result, render_quality)
     return 0
 
 
