@@ -298,6 +298,13 @@ def test_recipe_three_adds_the_written_questions_four_times_in_training_and_once
     assert reader_records("train", sets=[], version=2) == []
 
 
+def model_with_reader(folder):
+    """A tiny model with a tiny reader attached, and the reader."""
+    model, reader = make_model(folder), make_reader(folder)
+    model.engine.attach_reader(reader)
+    return model, reader
+
+
 def team_and_spam_questions() -> tuple[wire.Choice, wire.Noul]:
     """A two-option choice and a yes/no question, as the engine receives them."""
     questions = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
@@ -306,9 +313,7 @@ def team_and_spam_questions() -> tuple[wire.Choice, wire.Noul]:
 
 
 def test_head_weights_mix_the_heads_answer_into_the_readers_for_their_type_only(tiny_folder, tmp_path):
-    model = make_model(tiny_folder)
-    reader = make_reader(tiny_folder)
-    model.engine.attach_reader(reader)
+    model, reader = model_with_reader(tiny_folder)
     choice, noul = team_and_spam_questions()
     state = "refund my money"
     read = reader.predict([(state, choice), (state, noul)])
@@ -339,9 +344,7 @@ def test_head_weights_outside_zero_to_one_are_refused(tiny_folder):
 
 
 def test_the_final_temperature_flattens_the_mixed_answer_of_its_type_without_moving_its_argmax(tiny_folder, tmp_path):
-    model = make_model(tiny_folder)
-    reader = make_reader(tiny_folder)
-    model.engine.attach_reader(reader)
+    model, reader = model_with_reader(tiny_folder)
     choice, noul = team_and_spam_questions()
     state = "refund my money"
     reader.set_head_weights({"noul": 0.25, "choice": 0.25})
