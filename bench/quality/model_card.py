@@ -397,7 +397,10 @@ def summary_table(methods: dict) -> list[str]:
     keys = list(methods)
     lines = ["| | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for title, kind, field, show in SUMMARY_ROWS:
-        lines.append(f"| {title} | " + " | ".join(show(methods[k]["summary"][kind].get(field)) for k in keys) + " |")
+        values = [methods[k]["summary"][kind].get(field) for k in keys]
+        if all(v is None for v in values):
+            continue  # results from before the benchmark reported this figure
+        lines.append(f"| {title} | " + " | ".join(show(v) for v in values) + " |")
     return lines
 
 
