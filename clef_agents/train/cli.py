@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.set_defaults(func=_run_train)
 
     calibrate = subparsers.add_parser(
-        "calibrate", help="refit probability calibration on labelled records, or fit lane thresholds (--max-auto-error)"
+        "calibrate", help="refit probability calibration on labelled records (the head's, and the question reader's temperature "
+                          "for the questions it answers), or fit lane thresholds (--max-auto-error)"
     )
     calibrate.add_argument("--model", default=None,
                            help="probability calibration: the checkpoint folder or 'mini' to refit; lane thresholds: the "
