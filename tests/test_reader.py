@@ -38,6 +38,20 @@ def make_reader(folder, **settings) -> QuestionReader:
     return QuestionReader.create(config)
 
 
+def model_with_reader(folder):
+    """A tiny model with a tiny reader attached, and the reader."""
+    model, reader = make_model(folder), make_reader(folder)
+    model.engine.attach_reader(reader)
+    return model, reader
+
+
+def team_and_spam_questions() -> tuple[wire.Choice, wire.Noul]:
+    """A two-option choice and a yes/no question, as the engine receives them."""
+    questions = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
+                                         "s": {"type": "noul", "instructions": "is this spam"}})
+    return questions["c"], questions["s"]
+
+
 def decode(reader: QuestionReader, ids: list[int]) -> str:
     return reader.tokenizer.decode(ids)
 
@@ -214,11 +228,9 @@ def test_calibrate_refits_the_readers_final_temperature_on_the_questions_it_answ
     from clef_agents.train.calibration import fit_reader_temperature
     from clef_agents.train.evaluate import summarise_calibration
 
-    model = make_model(tiny_folder)
-    reader = make_reader(tiny_folder)
+    model, reader = model_with_reader(tiny_folder)
     reader.set_head_weights({"noul": 0.25})
     reader.set_final_temperature({"noul": 0.05})  # far too sharp for a reader that knows nothing
-    model.engine.attach_reader(reader)
     records = toy_records(40, seed=9)
     before = summarise_calibration(model, records)["noul"]
     fitted = fit_reader_temperature(model, records, progress=False)
@@ -298,20 +310,6 @@ def test_recipe_three_adds_the_written_questions_four_times_in_training_and_once
     assert reader_records("train", sets=[], version=2) == []
 
 
-def model_with_reader(folder):
-    """A tiny model with a tiny reader attached, and the reader."""
-    model, reader = make_model(folder), make_reader(folder)
-    model.engine.attach_reader(reader)
-    return model, reader
-
-
-def team_and_spam_questions() -> tuple[wire.Choice, wire.Noul]:
-    """A two-option choice and a yes/no question, as the engine receives them."""
-    questions = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
-                                         "s": {"type": "noul", "instructions": "is this spam"}})
-    return questions["c"], questions["s"]
-
-
 def test_head_weights_mix_the_heads_answer_into_the_readers_for_their_type_only(tiny_folder, tmp_path):
     model, reader = model_with_reader(tiny_folder)
     choice, noul = team_and_spam_questions()
@@ -380,9 +378,7 @@ def test_final_answer_needs_the_heads_answer_where_the_head_is_mixed_in_and_refu
 def test_evaluation_scores_the_readers_questions_by_what_the_model_answers(tiny_folder):
     from clef_agents.train.calibration import collect_logits
 
-    model = make_model(tiny_folder)
-    reader = make_reader(tiny_folder)
-    model.engine.attach_reader(reader)
+    model, reader = model_with_reader(tiny_folder)
     reader.set_head_weights({"noul": 0.25, "choice": 0.5})
     reader.set_final_temperature({"noul": 2.0, "choice": 0.7})
     records = toy_records(6, seed=5)

@@ -3,7 +3,6 @@ out-of-fold NLL in both folds, and the verdict on bench/general follows its rule
 
 from __future__ import annotations
 
-import copy
 import random
 import sys
 from pathlib import Path
@@ -93,6 +92,5 @@ def test_runs_whose_rankings_or_agreements_differ_are_not_judged():
     assert not moved["comparable"] and moved["ships"] == {"noul": False, "choice": False}
     assert moved["moved"] == ["yes/plain auroc: 0.52 vs 0.55", "yes/negated auroc: 0.48 vs 0.44999999999999996"]
     disagreeing = run_result(noul_nll=0.69, noul_ece=0.08, negation=0.8)
-    disagreeing = copy.deepcopy(disagreeing)
     disagreeing["tasks"][1]["coherence"]["bare_vs_described_agreement"] = 0.69
     assert judge(shipped, disagreeing, BOTH)["moved"] == ["pick bare_vs_described_agreement: 0.7 vs 0.69"]

@@ -33,17 +33,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from bench.reports import write_report
+
 KINDS = ("noul", "choice")
 TOLERANCE = 1e-6
 """How far a ranking or accuracy may differ between the two runs before they are not comparable."""
-
-
-def write_report(stem: Path, result: dict[str, Any], render: Any) -> None:
-    """``stem``.json and ``stem``.md (``render(result)``), and the page on standard output."""
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    page = render(result)
-    stem.with_suffix(".md").write_text(page, encoding="utf-8")
-    print(page)
 
 
 # --------------------------------------------------------------------------- the probe's answers
@@ -168,6 +162,7 @@ def write_candidate(model_name: str, temperatures: dict[str, float], folder: Pat
 
 def run_fit(args: argparse.Namespace) -> int:
     import torch
+    from probe import mix
 
     from clef_agents.model.reader import QuestionReader
     from clef_agents.train.reader_probe import probe_items
@@ -179,10 +174,11 @@ def run_fit(args: argparse.Namespace) -> int:
         raise SystemExit(f"{args.model} already has a final temperature {answers['final_temperature']}; the rule fits it on the shipped mix")
     items = probe_items(args.rows)
     weights = answers["head_weights"]
-    mixed = [QuestionReader.mix_with_head(r, h, weights.get(q.type, 0.0)) for (_, q, _, _), r, h in zip(items, answers["reader"], answers["head"])]
+    mixed = mix(answers["reader"], answers["head"], items, weights)
     folds = [fold(items, mixed, half) for half in (0, 1)]
     keep = kept(folds)
-    whole = {kind: round(fit_type_temperature(*by_kind(items, mixed, list(range(len(items))), kind)), 4) for kind in KINDS}
+    everything = list(range(len(items)))
+    whole = {kind: round(fit_type_temperature(*by_kind(items, mixed, everything, kind)), 4) for kind in KINDS}
     final = {kind: whole[kind] for kind in KINDS if keep[kind]}
     candidate = [QuestionReader.temper(p, final.get(q.type, 1.0)) for (_, q, _, _), p in zip(items, mixed)]
     result = {
@@ -190,14 +186,14 @@ def run_fit(args: argparse.Namespace) -> int:
         "rule": "bench/reader/rule_final_temperature.md", "items": len(items), "wall_s": round(time.time() - started, 1),
         "head_weights": weights, "folds": folds, "kept": keep, "whole_probe_fit": whole, "final_temperature": final,
         "whole_probe": {"shipped": per_set_means(items, mixed), "candidate": per_set_means(items, candidate),
-                        "pooled_nll": {kind: {"shipped": round(nll(*by_kind(items, mixed, list(range(len(items))), kind)), 4),
-                                              "candidate": round(nll(*by_kind(items, candidate, list(range(len(items))), kind)), 4)}
+                        "pooled_nll": {kind: {"shipped": round(nll(*by_kind(items, mixed, everything, kind)), 4),
+                                              "candidate": round(nll(*by_kind(items, candidate, everything, kind)), 4)}
                                        for kind in KINDS}},
     }
     if args.write and final:
         write_candidate(args.model, final, Path(args.write))
         result["written"] = args.write
-    write_report(Path(args.out), result, render_fit)
+    write_report(args.out, result, render_fit(result))
     return 0
 
 
@@ -312,7 +308,7 @@ def run_verdict(args: argparse.Namespace) -> int:
     verdict.update({"command": " ".join(["python", "bench/reader/final_temperature.py", *sys.argv[1:]]),
                     "shipped": f"{args.shipped} ({args.shipped_method})", "candidate": f"{args.candidate} ({args.candidate_method})",
                     "candidate_command": candidate_file["meta"]["command"], "final_temperature": fitted})
-    write_report(Path(args.out), verdict, render_verdict)
+    write_report(args.out, verdict, render_verdict(verdict))
     return 0
 
 
@@ -372,7 +368,7 @@ def run_quality(args: argparse.Namespace) -> int:
               "models": {"shipped": args.shipped_model, "candidate": args.candidate_model},
               "shipped": quality_rows(args.shipped_model, args.sets), "candidate": quality_rows(args.candidate_model, args.sets)}
     result["wall_s"] = round(time.time() - started, 1)
-    write_report(Path(args.out), result, render_quality)
+    write_report(args.out, result, render_quality(result))
     return 0
 
 

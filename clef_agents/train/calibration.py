@@ -222,7 +222,7 @@ def fit_reader_temperature(
     if reader is None:
         return {"temperatures": {}, "questions": {}}
     records = _per_dataset_sample(records, max_per_dataset, seed)
-    read = [it for it in collect_logits(model, records, progress=progress) if it.read and it.answered is not None]
+    read = [it for it in collect_logits(model, records, progress=progress) if it.read]
     current = reader.describe()["final_temperature"]
     refitted: dict[str, float] = {}
     counts = {kind: sum(it.kind == kind for it in read) for kind in wire.QUESTION_TYPES}
