@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -115,6 +116,21 @@ def test_the_ece_floor_is_what_perfectly_calibrated_answers_score_on_so_few_item
     assert found["ece"] == pytest.approx(0.95) and found["ece_floor"] < 0.1
 
 
+def test_lanes_count_what_the_default_policy_automates_and_how_often_it_is_wrong() -> None:
+    """A sure and wrong model is automated and wrong; an unsure one goes to an LLM or a human, never automatic;
+    the pooled shares add up to one."""
+    gold = [0, 1, 0, 1]
+    sure_wrong = M.lane_counts([[0.05, 0.95], [0.97, 0.03], [0.95, 0.05], [0.2, 0.8]], gold)
+    assert sure_wrong == {"n": 4, "auto": 3, "auto_wrong": 2, "llm": 1, "human": 0, "confidence_auroc": 0.125}  # sure when wrong: p ranks them first
+    unsure = M.lane_counts([[0.52, 0.28, 0.2], [0.29, 0.51, 0.2], [0.3, 0.3, 0.4], [0.25, 0.55, 0.2]], gold)
+    assert unsure["auto"] == 0 and unsure["human"] == 1 and unsure["llm"] == 3  # a top option under 0.5 goes to a human
+    pooled = M.pooled_lanes([sure_wrong, unsure])
+    assert pooled["auto_share"] == pytest.approx(3 / 8) and pooled["auto_wrong_share"] == pytest.approx(2 / 8)
+    assert pooled["auto_accuracy"] == pytest.approx(1 / 3)
+    assert pooled["auto_share"] + pooled["llm_share"] + pooled["human_share"] == pytest.approx(1.0)
+    assert all(math.isnan(v) for v in M.pooled_lanes([]).values())  # nothing to pool
+
+
 def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
     model = FakeDecisionModel(answer_fn=lambda state, questions: {"q": [0.8, 0.2] if "!" in state else [0.3, 0.7]})
     items = [Item("down!", "urgent", 0), Item("calm", "calm", 1), Item("fire!", "urgent", 2), Item("ok", "calm", 3)]
@@ -130,6 +146,10 @@ def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
     floor = results["methods"]["fake"]["summary"]["noul"]["ece_floor_mean"]
     assert f"| yes/no ECE if these answers were perfectly calibrated (floor) | {floor:.3f} |" in page
     assert "| yes/no NLL of p(yes) |" in page and "biased upward" in page
+    lanes = results["methods"]["fake"]["summary"]["noul"]["lanes"]
+    assert lanes["auto_share"] == 0.0 and lanes["llm_share"] > 0  # answers of 0.8 / 0.7 never reach auto_at 0.9
+    assert "## The gate's default lanes on untaught questions" in page
+    assert f"| yes/no | sent to an LLM (0.5 ≤ p < 0.9) | {lanes['llm_share']:.3f} |" in page
     assert (tmp_path / "headline.png").stat().st_size > 1000
     assert (tmp_path / "coherence.png").stat().st_size > 1000
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import warnings
 
 import pytest
 from langchain_core.decisions import Choice, Noul, Score
@@ -11,7 +12,14 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from clef_agents.graph import DecisionModelError, DecisionNode, DecisionState, GraphInputError, response_from_state
+from clef_agents.graph import (
+    DecisionModelError,
+    DecisionNode,
+    DecisionState,
+    GraphInputError,
+    UntaughtQuestionWarning,
+    response_from_state,
+)
 from clef_agents.policy import LanePolicy
 from clef_agents.testing import FakeDecisionModel
 from clef_agents.wire import InvalidRequestError
@@ -169,3 +177,28 @@ def test_constructor_checks():
         DecisionNode(object(), QUESTIONS)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="exactly one of questions="):
         DecisionNode(FakeDecisionModel())
+
+
+def test_an_untaught_question_warns_once_per_node_and_a_taught_one_never():
+    """The model says (x_reader) it answered 'urgent' with its reader for untaught questions: one warning naming the
+    gate and the question, none again on the next input, none for the taught 'dept'; routing is unchanged."""
+    questions = {
+        "urgent": Noul(instructions="Is this urgent?"),
+        "dept": Choice(instructions="Team?", criteria={"billing": None, "tech": None}),
+    }
+    model = FakeDecisionModel(answers={"urgent": 0.55, "dept": "tech"}, untaught=["urgent"])
+    node = DecisionNode(model, questions, name="triage", input="text")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        first = node.invoke({"text": "the app crashes"})
+        node.invoke({"text": "refund please"})
+    assert [w.category for w in seen] == [UntaughtQuestionWarning]
+    message = str(seen[0].message)
+    assert "gate 'triage'" in message and "'urgent': 'Is this urgent?'" in message and "dept" not in message
+    route = first["decisions"]["triage"]["route"]
+    assert route["urgent"]["lane"] == "llm" and route["dept"]["lane"] == "auto"
+
+    taught_only = DecisionNode(FakeDecisionModel(answers={"dept": "tech"}), {"dept": questions["dept"]}, input="text")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UntaughtQuestionWarning)
+        taught_only.invoke({"text": "the app crashes"})

@@ -120,8 +120,12 @@ def test_support_triage_on_the_shipped_mini_model():
         model = load_decision_model("mini")
     except FileNotFoundError as exc:
         pytest.skip(f"shipped model not present: {exc}")
+    from clef_agents.graph import UntaughtQuestionWarning
+
     graph = build_support_triage(model, chat_model=demo_escalation_llm(), checkpointer=InMemorySaver())
-    out = graph.invoke({"messages": [("user", DEMO_MESSAGES[0])]}, {"configurable": {"thread_id": "m"}})
+    with pytest.warns(UntaughtQuestionWarning, match="'urgent': 'Does this support message need a response"):
+        out = graph.invoke({"messages": [("user", DEMO_MESSAGES[0])]}, {"configurable": {"thread_id": "m"}})
     entry = out["decisions"]["triage"]
     assert set(entry["route"]) == {"urgent", "department", "severity"}
+    assert sorted(entry["response"]["x_reader"]) == ["department", "severity", "urgent"]  # mini says so itself
     assert all(0.0 <= item["probability"] <= 1.0 for item in entry["route"].values())

@@ -7,6 +7,9 @@ Per task: the mean, minimum and spread (max − min) of the headline metric over
 Coherence: the negation complement gap |P(yes | Q) + P(yes | not Q) − 1|, agreement of a yes/no
 question with the same question as a yes/no choice, and the score complement gap
 |E(Q) + E(reversed Q) − (n − 1)| / (n − 1).
+Lanes: where the graph layer's default lane policy would send each answer (automatic at a decision
+probability ≥ 0.9, a human below 0.5, an LLM between), how often the automatic ones are wrong, and whether
+the decision probability tells right answers from wrong ones at all (its AUROC).
 
 Example:
     >>> auroc([0.9, 0.8, 0.3, 0.1], [1, 1, 0, 0])
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from clef_agents.policy import Band, LanePolicy
 from clef_agents.train.metrics import (
     auroc,
     average_ranks,
@@ -34,6 +38,9 @@ GAP_LIMIT = 0.15
 """Coherence gaps at or under this count as coherent (the issue's negation target)."""
 
 HEADLINE = {"noul": "auroc", "choice": "accuracy", "score": "spearman"}
+
+DEFAULT_BAND = LanePolicy().default
+"""The band every question gets from the graph layer when no policy file is given."""
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
@@ -70,7 +77,59 @@ def variant_metrics(kind: str, probabilities: Sequence[Sequence[float]], gold: S
         expected = expected_levels(probs)
         out["spearman"] = spearman(expected, true)
         out["mae_expected"] = float(np.abs(expected - true).mean())
+    out["lanes"] = lane_counts(probs, true)
     return out
+
+
+def lane_counts(probabilities: Sequence[Sequence[float]], gold: Sequence[int], band: Band = DEFAULT_BAND) -> dict[str, Any]:
+    """Where ``band`` sends each answer, and how many of the automatic ones are wrong. An answer's decision
+    probability is its top probability (``wire.decision_probability``: max(p, 1 − p) for a yes/no), its label the
+    top option. ``confidence_auroc`` is the AUROC of that probability for telling right answers from wrong ones
+    (0.5: confidence says nothing; NaN when all are right or all wrong).
+
+    Example:
+        >>> lane_counts([[0.95, 0.05], [0.3, 0.7], [0.6, 0.4], [0.08, 0.92]], [0, 1, 1, 0])
+        {'n': 4, 'auto': 2, 'auto_wrong': 1, 'llm': 2, 'human': 0, 'confidence_auroc': 0.75}
+    """
+    probs = np.asarray(probabilities, dtype=float)
+    true = np.asarray(gold)
+    confidence = probs.max(1)
+    right = (probs.argmax(1) == true).astype(float)
+    lanes = [band.lane(float(c)) for c in confidence]
+    auto = np.array([lane == "auto" for lane in lanes])
+    return {
+        "n": len(true),
+        "auto": int(auto.sum()),
+        "auto_wrong": int((auto & (right == 0)).sum()),
+        "llm": lanes.count("llm"),
+        "human": lanes.count("human"),
+        "confidence_auroc": auroc(confidence, right),
+    }
+
+
+def pooled_lanes(counts: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """``lane_counts`` of many question forms pooled: the shares of all answers that each lane gets, the share that
+    are automatic *and* wrong (the gate acting wrongly on its own), the accuracy of the automatic ones, and the mean
+    confidence AUROC.
+
+    Example:
+        >>> pooled_lanes([{"n": 4, "auto": 2, "auto_wrong": 1, "llm": 2, "human": 0, "confidence_auroc": 0.5}])["auto_accuracy"]
+        0.5
+    """
+    counts = list(counts)
+    total = sum(c["n"] for c in counts)
+    if not total:
+        return {key: float("nan") for key in ("auto_share", "auto_accuracy", "auto_wrong_share", "llm_share", "human_share", "confidence_auroc")}
+    auto = sum(c["auto"] for c in counts)
+    wrong = sum(c["auto_wrong"] for c in counts)
+    return {
+        "auto_share": auto / total,
+        "auto_accuracy": (auto - wrong) / auto if auto else float("nan"),
+        "auto_wrong_share": wrong / total,
+        "llm_share": sum(c["llm"] for c in counts) / total,
+        "human_share": sum(c["human"] for c in counts) / total,
+        "confidence_auroc": finite_mean(c["confidence_auroc"] for c in counts),
+    }
 
 
 def ece_floor(confidence: Sequence[float]) -> float:

@@ -107,6 +107,7 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         lines += ["", (f"ECE is binned (15 bins) on {meta['n_per_task']} answers per task and wording, and on so few it is biased "
                        "upward: the floor row is the mean ECE the same answers would score if they were perfectly calibrated "
                        "(outcomes drawn from their own probabilities). Compare an ECE with its floor, and NLL between methods.")]
+    lines += lane_table(methods)
     lines += ["", "## Per task", ""] + task_tables(results)
     lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     lines += ["", "## Held-out / trainable split (`clef_agents.train.split`)", "",
@@ -117,6 +118,35 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
             f"{row['leave_one_out'] or ''} | {row['reason']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+LANE_ROWS = [
+    ("decided automatically (p ≥ 0.9)", "auto_share"),
+    ("accuracy of the automatic answers", "auto_accuracy"),
+    ("automatic and wrong, share of all answers", "auto_wrong_share"),
+    ("sent to an LLM (0.5 ≤ p < 0.9)", "llm_share"),
+    ("sent to a human (p < 0.5)", "human_share"),
+    ("AUROC of p for right vs wrong answers", "confidence_auroc"),
+]
+
+
+def lane_table(methods: dict[str, Any]) -> list[str]:
+    """Where the graph layer's default lanes would send the untaught answers (results from before stop 41 have
+    no lane counts: no table then)."""
+    keys = [key for key in methods if "lanes" in methods[key]["summary"]["noul"]]
+    if not keys:
+        return []
+    lines = ["", "## The gate's default lanes on untaught questions", "",
+             ("What a `DecisionNode` with no policy file does with these answers: act on its own at a decision probability "
+              "(the top option's) of 0.9 or more, ask an LLM from 0.5, a human below. Pooled over the untaught tasks and "
+              "their five wordings (choices with bare option names). A gate that is unsure and says so sends its answers on; "
+              "one that is wrong and sure acts wrongly by itself: the third row."), "",
+             "| type | lane | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+    for kind, title in (("noul", "yes/no"), ("choice", "choice"), ("score", "score")):
+        for label, field in LANE_ROWS:
+            cells = [fmt(methods[key]["summary"][kind]["lanes"][field]) for key in keys]
+            lines.append(f"| {title} | {label} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def task_tables(results: dict[str, Any]) -> list[str]:

@@ -108,6 +108,8 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     by_type = {kind: [t for t in untaught if t["type"] == kind] for kind in ("noul", "choice", "score")}
     nouls, choices, scores = by_type["noul"], by_type["choice"], by_type["score"]
     noul_wordings = [t["variants"][w]["auroc"] for t in nouls for w in WORDINGS]
+    lanes = {kind: M.pooled_lanes(t["variants"][w]["lanes"] for t in by_type[kind] for w in WORDINGS if "lanes" in t["variants"][w])
+             for kind in by_type}
     return {
         "tasks": len(untaught),
         "seen_tasks": [t["task"] for t in tasks if t.get("seen")],
@@ -123,6 +125,7 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             "nll_mean": M.finite_mean(t["nll_over_wordings"]["mean"] for t in nouls),
             "negation_share_within": M.finite_mean(t["coherence"]["negation"]["share_within"] for t in nouls),
             "yes_no_vs_choice_agreement": M.finite_mean(t["coherence"]["yes_no_vs_choice_agreement"] for t in nouls),
+            "lanes": lanes["noul"],
         },
         "choice": {
             "tasks": len(choices),
@@ -130,12 +133,14 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             "accuracy_described": M.finite_mean(t["over_wordings_described"]["mean"] for t in choices),
             "ece_mean": M.finite_mean(t["ece_over_wordings"]["mean"] for t in choices),
             "ece_floor_mean": M.finite_mean(t["ece_floor_over_wordings"]["mean"] for t in choices),
+            "lanes": lanes["choice"],
         },
         "score": {
             "tasks": len(scores),
             "spearman_mean": M.finite_mean(t["over_wordings"]["mean"] for t in scores),
             "spearman_worst_wording": M.finite_min(t["variants"][w]["spearman"] for t in scores for w in WORDINGS),
             "complement_share_within": M.finite_mean(t["coherence"]["score_complement"]["share_within"] for t in scores),
+            "lanes": lanes["score"],
         },
     }
 

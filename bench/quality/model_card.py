@@ -418,6 +418,33 @@ def task_table(methods: dict) -> list[str]:
     return lines
 
 
+LANE_ROWS = (
+    ("decided automatically (p ≥ 0.9)", "auto_share"),
+    ("accuracy of those", "auto_accuracy"),
+    ("automatic and wrong, share of all answers", "auto_wrong_share"),
+    ("AUROC of p for right vs wrong answers (0.5: p says nothing)", "confidence_auroc"),
+)
+"""The lane rows of the untaught section: (title, field of a summary's ``lanes``)."""
+
+
+def lane_table(methods: dict) -> list[str]:
+    """Where the graph layer's default lanes send the untaught answers, per question type and method (nothing for
+    results from before the benchmark counted lanes)."""
+    keys = [k for k in methods if "lanes" in methods[k]["summary"]["noul"]]
+    if not keys:
+        return []
+    lines = ["", ("At the graph layer's default lanes (a `DecisionNode` without a policy file acts alone at a decision"
+                  " probability of 0.9 or more, asks an LLM from 0.5, a human below), pooled over the untaught tasks and"
+                  " their five wordings:"), "",
+             "| type | | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+    for kind, name in (("noul", "yes/no"), ("choice", "choice"), ("score", "score")):
+        for title, field in LANE_ROWS:
+            values = [methods[k]["summary"][kind]["lanes"][field] for k in keys]
+            show = num if field == "confidence_auroc" else pct
+            lines.append(f"| {name} | {title} | " + " | ".join(show(v) for v in values) + " |")
+    return lines
+
+
 def untaught_lines() -> list[str]:
     """The held-out benchmark of untaught questions (bench/general), for `mini` beside the baselines."""
     if not GENERAL.exists():
@@ -444,6 +471,7 @@ def untaught_lines() -> list[str]:
         *task_table(methods),
     ]
     lines += ece_floor_lines()
+    lines += lane_table(methods)
     lines += ["", ("\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
               " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`).")]
     return lines

@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from clef_agents.graph.errors import DecisionModelError, GraphInputError, ReviewInputError
+    from clef_agents.graph.errors import DecisionModelError, GraphInputError, ReviewInputError, UntaughtQuestionWarning
     from clef_agents.graph.escalation import HumanEscalationNode, LLMEscalationNode, parse_review
     from clef_agents.graph.fakes import FakeToolCallingChatModel
     from clef_agents.graph.node import DecisionNode
@@ -63,6 +63,7 @@ _dynamic_imports: dict[str, str] = {
     "DecisionModelError": "errors",
     "GraphInputError": "errors",
     "ReviewInputError": "errors",
+    "UntaughtQuestionWarning": "errors",
     "HumanEscalationNode": "escalation",
     "LLMEscalationNode": "escalation",
     "parse_review": "escalation",

@@ -28,3 +28,26 @@ class ReviewInputError(ValueError):
     def __init__(self, message: str, expected: str):
         self.expected = expected
         super().__init__(f"{message}; expected {expected}")
+
+
+class UntaughtQuestionWarning(UserWarning):
+    """A gate's model answered one of its questions without having been taught it: with its reader for untaught
+    questions (the response's ``x_reader`` lists the question), whose answers are close to chance on questions nobody
+    taught (``bench/general``). Teach the question (``clef-agents teach``) or ask a stronger tier.
+
+    Silence it where that is known and accepted:
+    ``warnings.filterwarnings("ignore", category=UntaughtQuestionWarning)``.
+    """
+
+
+def untaught_question_ids(response: object) -> list[str]:
+    """The question ids a response says its model answered with its reader for untaught questions (``x_reader``);
+    empty for models that do not say (fakes, remote models without the extension).
+
+    Example:
+        >>> from clef_agents import wire
+        >>> untaught_question_ids(wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": ["urgent"]}))
+        ['urgent']
+    """
+    extensions = getattr(response, "extensions", None) or {}
+    return [str(qid) for qid in extensions.get("x_reader") or ()]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,12 @@ from langchain_core.decisions import BaseDecisionModel, ClassifierResponse
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from clef_agents import wire
-from clef_agents.graph.errors import DecisionModelError, GraphInputError
+from clef_agents.graph.errors import (
+    DecisionModelError,
+    GraphInputError,
+    UntaughtQuestionWarning,
+    untaught_question_ids,
+)
 from clef_agents.graph.state import (
     DECISIONS_KEY,
     answer_label,
@@ -163,6 +169,7 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self.slice_key = slice_key
         self.traces = as_trace_store(traces)
         self.excerpt_chars = excerpt_chars
+        self._warned_untaught: set[str] = set()
 
     def __repr__(self) -> str:
         return f"DecisionNode(name={self.name!r}, model={self.model.model!r})"
@@ -287,6 +294,7 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         response: Any,
     ) -> dict[str, Any]:
         response = self._check_response(response, questions)
+        self.warn_if_untaught(response, questions)
         slice_key = self._slice(state)
         route = {
             qid: lane_route(qid, q, response.answers[qid], self.policy, slice_key) for qid, q in questions.items()
@@ -310,6 +318,38 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         }
         self._record(entry, value, questions, thread_id_of(config))
         return {DECISIONS_KEY: {self.name: entry}}
+
+    def warn_if_untaught(self, response: Any, questions: Mapping[str, wire.TextQuestion]) -> list[str]:
+        """Warn (``UntaughtQuestionWarning``), once per question of this node, when the model says it answered a
+        question with its reader for untaught questions; returns the ids of this response's untaught questions.
+
+        Example:
+            >>> import warnings
+            >>> from langchain_core.decisions import Noul
+            >>> from clef_agents.testing import FakeDecisionModel
+            >>> node = DecisionNode(FakeDecisionModel(), {"urgent": Noul(instructions="Is this urgent?")}, input="text")
+            >>> said = wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": ["urgent"]})
+            >>> with warnings.catch_warnings(record=True) as seen:
+            ...     warnings.simplefilter("always")
+            ...     node.warn_if_untaught(said, node.questions), node.warn_if_untaught(said, node.questions)
+            (['urgent'], ['urgent'])
+            >>> [w.category.__name__ for w in seen]
+            ['UntaughtQuestionWarning']
+        """
+        untaught = [qid for qid in untaught_question_ids(response) if qid in questions]
+        new = [qid for qid in untaught if qid not in self._warned_untaught]
+        if new:
+            self._warned_untaught.update(new)
+            asked = "; ".join(f"{qid!r}: {wire.content_text(questions[qid].instructions)!r:.100}" for qid in new)
+            warnings.warn(
+                f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered with its "
+                "reader for untaught questions, which is close to chance on questions nobody taught (bench/general), so "
+                "these answers rarely clear auto_at and mostly go to the escalation lanes. Teach the questions you rely on "
+                "with labelled examples (clef-agents teach, docs/teaching.md), or ask a stronger tier (mini+precise, docs/precise.md).",
+                UntaughtQuestionWarning,
+                stacklevel=4,
+            )
+        return untaught
 
     def _record(self, entry: Mapping[str, Any], value: Any, questions: Mapping[str, Any], thread_id: str | None) -> None:
         if self.traces is None:

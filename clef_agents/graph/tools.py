@@ -44,7 +44,11 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from typing_extensions import NotRequired
 
 from clef_agents import wire
-from clef_agents.graph.errors import ReviewInputError
+from clef_agents.graph.errors import (
+    ReviewInputError,
+    UntaughtQuestionWarning,
+    untaught_question_ids,
+)
 from clef_agents.graph.node import as_trace_store
 from clef_agents.graph.state import (
     DECISIONS_KEY,
@@ -416,7 +420,7 @@ def edited_args(tool: BaseTool | None, tool_name: str, decision: ReviewDecision)
     return args
 
 
-class UntaughtGateQuestionWarning(UserWarning):
+class UntaughtGateQuestionWarning(UntaughtQuestionWarning):
     """The gate's model answered the gate question without having been taught it (see ``ToolGate.warn_if_untaught``)."""
 
 
@@ -587,8 +591,7 @@ class ToolGate:
             >>> [w.category.__name__ for w in seen]
             ['UntaughtGateQuestionWarning']
         """
-        extensions = getattr(response, "extensions", None) or {}
-        untaught = QUESTION_ID in (extensions.get("x_reader") or ())
+        untaught = QUESTION_ID in untaught_question_ids(response)
         if untaught and not self._warned_untaught:
             self._warned_untaught = True
             question = self.questions[QUESTION_ID]
