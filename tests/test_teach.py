@@ -181,7 +181,8 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
                  "--threads", "1", "--no-progress"])
     assert code == 0
     printed = capsys.readouterr().out
-    assert "| which team | 100 | mean" in printed and "taught 3 question(s)" in printed
+    assert "| which team | 100 | 10 | mean" in printed and "taught 3 question(s)" in printed
+    assert "Few held-out records: 'which team' (10)" in printed  # 10 of 100 held out: the table says it is rough
     taught = ClefDecisionModel.from_pretrained(tmp_path / "taught")
     card = taught.config.data_card["taught"]
     assert card["records"] == [str(records)] and set(card["questions"]) == {"which team", "is this urgent", "how angry"}
@@ -193,7 +194,7 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
     assert "unknown taught features 'cls'" in capsys.readouterr().err
     assert main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "m1"),
                  "--features", "mean1", "--threads", "1", "--no-progress"]) == 0
-    assert "| which team | 100 | mean1 |" in capsys.readouterr().out
+    assert "| which team | 100 | 10 | mean1 |" in capsys.readouterr().out
     one = ClefDecisionModel.from_pretrained(tmp_path / "m1")
     assert {e.features for e in one.engine.taught.questions.values()} == {"mean1"}
     assert one.config.data_card["taught"]["command"].endswith("--features mean1")
@@ -387,15 +388,37 @@ def test_a_separable_held_out_set_keeps_the_blend_weights_finite():
 
     import torch
 
-    from clef_agents.train.teach import BLEND_PRIOR_SD, _fit_blend
+    from clef_agents.train.teach import BLEND_PRIOR_SD, fit_blend
 
     n = 50
     gold = torch.tensor([0, 1] * (n // 2))
     separating = torch.stack([1.0 - 2.0 * gold, 2.0 * gold - 1.0], dim=1).float()
-    (weight,) = _fit_blend([separating], torch.ones(n, 2, dtype=torch.bool), gold)
+    (weight,) = fit_blend([separating], torch.ones(n, 2, dtype=torch.bool), gold)
     gradient = -2.0 / (1.0 + math.exp(2.0 * weight)) + weight / (BLEND_PRIOR_SD**2 * n)
     assert 1.0 < weight < 20.0
     assert gradient == pytest.approx(0.0, abs=1e-4)
+
+
+def test_a_part_fitted_on_the_labels_is_never_weighed_against_them_and_the_head_may_be():
+    """Stop 41: on 10 held-out records a taught part that happened to get them wrong was given a negative blend
+    weight, and after the refit on all records the taught question answered the opposite of its own records
+    (xstest, 100 records: AUROC 0.001 on them). Taught parts now stay at 0 or above; the routing head, fitted on
+    other questions, may still be weighed against the rest where the held-out records say so."""
+    import torch
+
+    from clef_agents.train.teach import SIGNED_MIN_HELD_OUT, fit_blend
+
+    gold = torch.tensor([0, 1] * (SIGNED_MIN_HELD_OUT // 2))
+    right = torch.stack([1.0 - 2.0 * gold, 2.0 * gold - 1.0], dim=1).float()
+    present = torch.ones(len(gold), 2, dtype=torch.bool)
+    noise = torch.randn(len(gold), 2, generator=torch.Generator().manual_seed(0))
+    taught_wrong, _ = fit_blend([-right, noise], present, gold, signed=(1,))
+    assert 0.0 <= taught_wrong < 0.01
+    taught, head_against = fit_blend([right + noise, -right], present, gold, signed=(1,))
+    assert taught > 0.0 and head_against < -0.5  # the head says the opposite, and its weight is free to turn it round
+    assert fit_blend([right + noise, -right], present, gold)[1] < 0.01  # unless it is not marked signed
+    few = slice(0, 10)  # ...or the held-out records are too few to say so
+    assert fit_blend([right[few] + noise[few], -right[few]], present[few], gold[few], signed=(1,))[1] >= 0.0
 
 
 def test_the_held_out_share_is_ten_percent_spread_over_questions_and_labels():

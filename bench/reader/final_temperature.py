@@ -217,8 +217,8 @@ def render_fit(result: dict[str, Any]) -> str:
     keep = result["kept"]
     lines += ["", "A type's T is kept when it lowers the out-of-fold NLL in both folds: "
               + "; ".join(f"{kind} {'kept' if keep[kind] else 'not kept'}" for kind in KINDS) + ".", "",
-              f"Fitted on the whole probe: {result['whole_probe_fit']}. Written: {result['final_temperature'] or 'nothing'}"
-              + (f" (`{result['written']}`)." if result.get("written") else "."), "",
+              f"Fitted on the whole probe: {result['whole_probe_fit']}. Kept: {result['final_temperature'] or 'nothing'}"
+              + (f", written to `{result['written']}`." if result.get("written") else ", written nowhere (no `--write`)."), "",
               "## On the whole probe (in-sample for the candidate)", "",
               "| type | pooled NLL, shipped | pooled NLL, candidate | mean set NLL, shipped | candidate | mean set ECE, shipped | candidate |",
               "|---|---:|---:|---:|---:|---:|---:|"]

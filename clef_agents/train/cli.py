@@ -420,7 +420,7 @@ def _run_teach(args: argparse.Namespace) -> int:
     }
     folder = model.save_pretrained(args.out)
     (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
-    print(_teach_table(reports))
+    print(teach_table(reports))
     print(f"taught {sum('skipped' not in r for r in reports.values())} question(s) in {seconds:.0f} s; saved {folder}")
     return 0
 
@@ -453,16 +453,56 @@ def kept_parts(report: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _teach_table(reports: dict[str, dict[str, Any]]) -> str:
-    lines = ["| question | records | features | words | neighbours | novelty | tools | held-out acc (head) | held-out acc (taught) | NLL head → taught |",
-             "|---|---:|---|---|---|---|---|---:|---:|---|"]
+FEW_HELD_OUT = 50
+"""Under this many held-out records, ``teach`` says that its blend and figures rest on too few."""
+
+
+def held_out_interval(accuracy: float, n: int) -> tuple[float, float]:
+    """The two-sided 95 % Clopper–Pearson interval of an accuracy measured on ``n`` held-out records.
+
+    Example:
+        >>> [round(x, 2) for x in held_out_interval(0.8, 10)]
+        [0.44, 0.97]
+    """
+    from clef_agents.thresholds.stats import (
+        clopper_pearson_lower,
+        clopper_pearson_upper,
+    )
+
+    right = round(accuracy * n)
+    return clopper_pearson_lower(right, n, 0.975), clopper_pearson_upper(right, n, 0.975)
+
+
+def teach_table(reports: dict[str, dict[str, Any]]) -> str:
+    """What ``clef-agents teach`` prints: per question, the parts kept and the held-out figures, with the 95 % interval
+    of the taught accuracy, and a warning under the table when a question was held out on fewer than ``FEW_HELD_OUT``.
+
+    Example:
+        >>> report = {"records": 100, "held_out": 10, "features": "mean4+max", "held_out_head": {"accuracy": 0.5, "nll": 0.7},
+        ...           "held_out_taught": {"accuracy": 0.8, "nll": 0.4}}
+        >>> print(teach_table({"Is this spam?": report}).splitlines()[2])
+        | Is this spam? | 100 | 10 | mean4+max | no | no | no | no | 0.500 | 0.800 (0.44–0.97) | 0.700 → 0.400 |
+    """
+    lines = [("| question | records | held out | features | words | neighbours | novelty | tools | held-out acc (head) | "
+              "held-out acc (taught, 95 % interval) | NLL head → taught |"),
+             "|---|---:|---:|---|---|---|---|---|---:|---:|---|"]
+    few = []
     for text, r in reports.items():
         if "skipped" in r:
-            lines.append(f"| {text[:60]} | {r['records']} | | | | | | skipped: {r['skipped']} | | |")
+            lines.append(f"| {text[:60]} | {r['records']} | | | | | | | skipped: {r['skipped']} | | |")
             continue
         head, taught = r["held_out_head"], r["held_out_taught"]
         parts = " | ".join(kept_parts(r).values())
-        lines.append(f"| {text[:60]} | {r['records']} | {r['features']} | {parts} | {head['accuracy']:.3f} | {taught['accuracy']:.3f} | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        held = r.get("held_out", 0)
+        low, high = held_out_interval(taught["accuracy"], held) if held else (0.0, 1.0)
+        lines.append(f"| {text[:60]} | {r['records']} | {held} | {r['features']} | {parts} | {head['accuracy']:.3f} | "
+                     f"{taught['accuracy']:.3f} ({low:.2f}–{high:.2f}) | {head['nll']:.3f} → {taught['nll']:.3f} |")
+        if held < FEW_HELD_OUT:
+            few.append(f"{text[:60]!r} ({held})")
+    if few:
+        lines += ["", (f"Few held-out records: {', '.join(few)}. The blend was chosen on them and these figures are rough; on a few "
+                       "dozen records a taught question can answer more surely than it is right (bench/teaching/curve.md). "
+                       "Label more, or hold out more with --valid-records, before you trust its lanes.")]
     return "\n".join(lines)
 
 

@@ -66,6 +66,8 @@ BLEND_PRIOR_SD = 1.0
 """Blend weights get a Gaussian prior N(0, BLEND_PRIOR_SD²): on a small held-out set that some blend
 separates perfectly (spam sets), the unpenalised weights grow without bound and the answers turn
 overconfident; on large held-out sets the prior changes nothing measurable."""
+SIGNED_MIN_HELD_OUT = 100
+"""Fewest held-out records on which the routing head's blend weight may turn negative (``fit_blend``)."""
 LEXICAL_L2_GRID = (1e-7, 1e-6, 1e-5)
 LEXICAL_MIN_GAIN = 0.01
 """The lexical part is kept only when it lowers the held-out NLL by at least this share."""
@@ -220,23 +222,49 @@ def _fit_linear(features: torch.Tensor, present: torch.Tensor, gold: torch.Tenso
     return _as_stored(weight.detach()), _as_stored(bias.detach())
 
 
-def _fit_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor) -> list[float]:
+def fit_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor, signed: Sequence[int] = ()) -> list[float]:
     """Weights of a sum of logit sets minimising held-out NLL (absent options masked), under the
-    Gaussian prior ``BLEND_PRIOR_SD`` on each weight (MAP)."""
+    Gaussian prior ``BLEND_PRIOR_SD`` on each weight (MAP).
+
+    A part fitted on this question's own labels (the network, the linear map, the word model, a blend so far)
+    can only count for what it predicts: its weight is kept at 0 or above, else a handful of held-out records
+    that it happens to get wrong can turn it round, and the taught question then answers the opposite of its
+    own records. The parts at the indices ``signed`` (the routing head's logits, which were not fitted on these
+    labels) may take either sign, but only on ``SIGNED_MIN_HELD_OUT`` held-out records or more: many records can
+    rightly weigh the head against the taught parts (the shipped spam questions do), ten cannot.
+
+    Example:
+        >>> gold = torch.tensor([0, 1, 0, 1])
+        >>> right = torch.tensor([[2.0, -2.0], [-2.0, 2.0], [2.0, -2.0], [-2.0, 2.0]])
+        >>> present = torch.ones(4, 2, dtype=torch.bool)
+        >>> fit_blend([-right], present, gold)[0] >= 0.0  # a part wrong on every held-out record gets no weight
+        True
+    """
     parts = [z.masked_fill(~present, 0.0) for z in parts]
-    weights = torch.tensor([1.0] + [0.0] * (len(parts) - 1), requires_grad=True)
-    optimizer = torch.optim.LBFGS([weights], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
+    start = [1.0] + [0.0] * (len(parts) - 1)
+    free = [i in signed and len(gold) >= SIGNED_MIN_HELD_OUT for i in range(len(parts))]
+    raw = torch.tensor([w if f else _softplus_inverse(w) for w, f in zip(start, free)], requires_grad=True)
+    optimizer = torch.optim.LBFGS([raw], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
     prior = 1.0 / (2.0 * BLEND_PRIOR_SD**2 * len(gold))
+
+    def weights_of(values: torch.Tensor) -> torch.Tensor:
+        return torch.stack([v if f else F.softplus(v) for v, f in zip(values, free)])
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
+        weights = weights_of(raw)
         mixed = sum(w * z for w, z in zip(weights, parts))
         loss = F.cross_entropy(mixed.masked_fill(~present, MASKED), gold) + prior * (weights**2).sum()
         loss.backward()
         return loss
 
     optimizer.step(closure)
-    return [float(w) for w in weights.detach()]
+    return [float(w) for w in weights_of(raw.detach())]
+
+
+def _softplus_inverse(value: float) -> float:
+    """The raw value whose softplus is ``value`` (a weight of 0 starts just above it)."""
+    return math.log(math.expm1(value)) if value > 0 else -8.0
 
 
 def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> dict[str, float]:
@@ -316,7 +344,7 @@ def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_
         for temperature in NEIGHBOUR_TEMPERATURE_GRID:
             model = replace(bank, k=k, temperature=temperature)
             vote = model.logits(x_held, n)
-            weights = _fit_blend([so_far, vote], p_held, y_held)
+            weights = fit_blend([so_far, vote], p_held, y_held)
             scores = _scores(weights[0] * so_far + weights[1] * vote, p_held, y_held)
             if best is None or scores["nll"] < best[0]["nll"]:
                 best = (scores, model, weights)
@@ -494,7 +522,7 @@ def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] 
     head_part = head_held.masked_fill(~p_held, 0.0)
     with torch.no_grad():
         net, linear = taught.parts_logits(x_held)
-    alpha, gamma, beta, delta = _fit_blend([net, linear, head_held, lexical], p_held, y_held)
+    alpha, gamma, beta, delta = fit_blend([net, linear, head_held, lexical], p_held, y_held, signed=(2,))
     with_lexical = _scores(alpha * net + gamma * linear + beta * head_part + delta * lexical, p_held, y_held)
     without = taught.report["held_out_taught"]
     kept = with_lexical["nll"] <= without["nll"] * (1.0 - LEXICAL_MIN_GAIN)
@@ -526,7 +554,7 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
     for l2 in l2_grid:
         weight, bias = _fit_linear(x_fit, p_fit, y_fit, l2, n)
         linear = x_held * SCALE @ weight.T + bias
-        blend = _fit_blend([linear, head_held], p_held, y_held)
+        blend = fit_blend([linear, head_held], p_held, y_held, signed=(1,))
         nll = _scores(blend[0] * linear + blend[1] * head_part, p_held, y_held)["nll"]
         if best is None or nll < best[0]:
             best = (nll, l2, weight, bias)
@@ -536,7 +564,7 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
                            linear_bias=linear_bias, alpha=1.0, beta=0.0, gamma=0.0, features=spec)
     with torch.no_grad():
         net, linear = draft.parts_logits(x_held)
-    alpha, gamma, beta = _fit_blend([net, linear, head_held], p_held, y_held)
+    alpha, gamma, beta = fit_blend([net, linear, head_held], p_held, y_held, signed=(2,))
     report = {
         "records": len(group.gold),
         "held_out": len(held_rows),
