@@ -129,7 +129,7 @@ def test_a_file_missing_a_lexical_part_names_it(keyword_taught, tmp_path):
 
 def test_teaching_without_the_word_model(encoder_dir, tmp_path, capsys):
     printed, without, report = teach_twice_by_cli(encoder_dir, tmp_path, keyword_records(120, 5), ["--no-lexical"], capsys)
-    assert "| which department | 120 | mean" in printed
+    assert "| which department | 120 | 12 | mean" in printed
     assert all(entry.lexical is None for entry in without.engine.taught.questions.values())
     assert without.config.data_card["taught"]["command"].endswith("--no-lexical")
     assert "lexical" not in report["which department"]

@@ -148,7 +148,7 @@ def test_refit_fits_every_part_again_on_all_records(encoder_dir):
 def test_cli_teaches_without_the_vote_or_the_refit_and_with_a_catch_all(encoder_dir, tmp_path, capsys):
     flags = ["--no-neighbours", "--catch-all", "up", "--no-refit"]
     printed, without, report = teach_twice_by_cli(encoder_dir, tmp_path, prototype_records(160, 5), flags, capsys)
-    assert "| which way | 160 | mean" in printed
+    assert "| which way | 160 | 16 | mean" in printed
     defaults = json.loads((tmp_path / "defaults" / "teach_report.json").read_text())["which way"]
     neighbours = f"k={defaults['neighbours']['k']}" if defaults["neighbours"]["kept"] else "no"
     assert f"| {neighbours} | no | " in printed and "novelty" not in defaults  # no catch-all named: no novelty part

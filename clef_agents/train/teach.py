@@ -227,44 +227,50 @@ def fit_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tens
     Gaussian prior ``BLEND_PRIOR_SD`` on each weight (MAP).
 
     A part fitted on this question's own labels (the network, the linear map, the word model, a blend so far)
-    can only count for what it predicts: its weight is kept at 0 or above, else a handful of held-out records
-    that it happens to get wrong can turn it round, and the taught question then answers the opposite of its
-    own records. The parts at the indices ``signed`` (the routing head's logits, which were not fitted on these
-    labels) may take either sign, but only on ``SIGNED_MIN_HELD_OUT`` held-out records or more: many records can
-    rightly weigh the head against the taught parts (the shipped spam questions do), ten cannot.
+    can only count for what it predicts: a part whose weight comes out negative is left out (weight 0) and the
+    rest fitted again, else a handful of held-out records that it happens to get wrong turn it round, and the
+    taught question then answers the opposite of its own records. Where no weight comes out negative the fit is
+    the unconstrained one. The parts at the indices ``signed`` (the routing head's logits, which were not fitted
+    on these labels) may take either sign, but only on ``SIGNED_MIN_HELD_OUT`` held-out records or more: many
+    records can rightly weigh the head against the taught parts (the shipped spam questions do), ten cannot.
 
     Example:
         >>> gold = torch.tensor([0, 1, 0, 1])
         >>> right = torch.tensor([[2.0, -2.0], [-2.0, 2.0], [2.0, -2.0], [-2.0, 2.0]])
         >>> present = torch.ones(4, 2, dtype=torch.bool)
-        >>> fit_blend([-right], present, gold)[0] >= 0.0  # a part wrong on every held-out record gets no weight
-        True
+        >>> fit_blend([-right], present, gold)  # a part wrong on every held-out record gets no weight
+        [0.0]
     """
-    parts = [z.masked_fill(~present, 0.0) for z in parts]
-    start = [1.0] + [0.0] * (len(parts) - 1)
-    free = [i in signed and len(gold) >= SIGNED_MIN_HELD_OUT for i in range(len(parts))]
-    raw = torch.tensor([w if f else _softplus_inverse(w) for w, f in zip(start, free)], requires_grad=True)
-    optimizer = torch.optim.LBFGS([raw], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
-    prior = 1.0 / (2.0 * BLEND_PRIOR_SD**2 * len(gold))
+    may_flip = [i in signed and len(gold) >= SIGNED_MIN_HELD_OUT for i in range(len(parts))]
+    active = list(range(len(parts)))
+    weights = [0.0] * len(parts)
+    while active:
+        fitted = _free_blend([parts[i] for i in active], present, gold)
+        against = [(w, i) for i, w in zip(active, fitted) if w < 0 and not may_flip[i]]
+        if not against:
+            for i, w in zip(active, fitted):
+                weights[i] = w
+            break
+        active.remove(min(against)[1])
+    return weights
 
-    def weights_of(values: torch.Tensor) -> torch.Tensor:
-        return torch.stack([v if f else F.softplus(v) for v, f in zip(values, free)])
+
+def _free_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor) -> list[float]:
+    """``fit_blend`` with every weight free in sign."""
+    parts = [z.masked_fill(~present, 0.0) for z in parts]
+    weights = torch.tensor([1.0] + [0.0] * (len(parts) - 1), requires_grad=True)
+    optimizer = torch.optim.LBFGS([weights], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
+    prior = 1.0 / (2.0 * BLEND_PRIOR_SD**2 * len(gold))
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        weights = weights_of(raw)
         mixed = sum(w * z for w, z in zip(weights, parts))
         loss = F.cross_entropy(mixed.masked_fill(~present, MASKED), gold) + prior * (weights**2).sum()
         loss.backward()
         return loss
 
     optimizer.step(closure)
-    return [float(w) for w in weights_of(raw.detach())]
-
-
-def _softplus_inverse(value: float) -> float:
-    """The raw value whose softplus is ``value`` (a weight of 0 starts just above it)."""
-    return math.log(math.expm1(value)) if value > 0 else -8.0
+    return [float(w) for w in weights.detach()]
 
 
 def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> dict[str, float]:
