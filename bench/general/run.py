@@ -108,8 +108,7 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     by_type = {kind: [t for t in untaught if t["type"] == kind] for kind in ("noul", "choice", "score")}
     nouls, choices, scores = by_type["noul"], by_type["choice"], by_type["score"]
     noul_wordings = [t["variants"][w]["auroc"] for t in nouls for w in WORDINGS]
-    lanes = {kind: M.pooled_lanes(t["variants"][w]["lanes"] for t in by_type[kind] for w in WORDINGS if "lanes" in t["variants"][w])
-             for kind in by_type}
+    lanes = {kind: M.pooled_lanes(t["variants"][w]["lanes"] for t in by_type[kind] for w in WORDINGS) for kind in by_type}
     return {
         "tasks": len(untaught),
         "seen_tasks": [t["task"] for t in tasks if t.get("seen")],

@@ -36,6 +36,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bench.general import metrics as M  # noqa: E402
+from bench.general.report import fmt  # noqa: E402
 from bench.reports import write_report  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "curve"
@@ -178,12 +179,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def mean_over_seeds(results: list[dict[str, Any]], dataset: str, n: int, key: str) -> float:
-    values = M.finite(r.get(key) for r in results if r["dataset"] == dataset and r["records"] == n)
-    return sum(values) / len(values) if values else float("nan")
-
-
-def fmt(value: float) -> str:
-    return "—" if math.isnan(value) else f"{value:.3f}"
+    return M.finite_mean(r.get(key) for r in results if r["dataset"] == dataset and r["records"] == n)
 
 
 def render(result: dict[str, Any]) -> str:
