@@ -376,13 +376,13 @@ class AccessLogMiddleware:
         request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:128] or uuid.uuid4().hex
         scope.setdefault("state", {})
         status = 500
-        started = False
+        response_started = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status, started
+            nonlocal status, response_started
             if message["type"] == "http.response.start":
                 status = message["status"]
-                started = True
+                response_started = True
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode("latin-1"))]
             await send(message)
@@ -390,7 +390,7 @@ class AccessLogMiddleware:
         try:
             await self.app(scope, receive, send_with_id)
         except Exception:  # noqa: BLE001 — already logged by the app's 500 handler
-            if not started:
+            if not response_started:
                 status = 500
                 await _send_last_resort_500(send, request_id)
         finally:
