@@ -375,17 +375,80 @@ def _question_from_dict(loc: list[Any], raw: Mapping[str, Any]) -> TextQuestion:
     try:
         return cls.model_validate(body)
     except ValidationError as exc:
-        raise InvalidRequestError(
-            [_error([*loc, *err["loc"]], _pydantic_message(err), err["type"]) for err in exc.errors()]
-        ) from None
+        raise InvalidRequestError(_pydantic_errors(loc, kind, body, exc.errors())) from None
 
 
-def _pydantic_message(err: Mapping[str, Any]) -> str:
+_CONTENT = "text or JSON content (a string, an object or an array)"
+_ALLOWED_VALUES: dict[tuple[Any, ...], str] = {
+    ("instructions",): _CONTENT,
+    ("noul", "criteria"): "an object with a description of 'true' and/or of 'false' (or null)",
+    ("choice", "criteria"): "an object of option name → description",
+    ("score", "criteria"): "a list of level descriptions (level 0 first)",
+}
+"""What each field of a question may hold, as the 422 for a wrong type says it."""
+_ALLOWED_FIELDS = {(): "type, instructions, criteria", ("criteria",): "true, false"}
+
+
+def _pydantic_errors(loc: list[Any], kind: str, body: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """pydantic's errors for one question as System One 422 entries: each names the field (never a
+    pydantic type such as ``dict[str,json-or-python[...]]``), what was found and what is allowed.
+
+    A value that fails every member of a union (e.g. ``instructions: 5``) gives one entry, not one
+    per member.
+
+    Example:
+        >>> [e["msg"] for e in _pydantic_errors(["questions", "q"], "noul", {"instructions": 5}, [
+        ...     {"loc": ("instructions", "str"), "msg": "Input should be a valid string", "type": "string_type"},
+        ...     {"loc": ("instructions", "list[json]"), "msg": "Input should be a valid list", "type": "list_type"}])]
+        ['instructions must be text or JSON content (a string, an object or an array), got int']
+    """
+    entries: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for err in errors:
+        where, value, is_union = _input_at(body, err)
+        key = tuple(where)
+        if key in entries:
+            entries[key]["type"] = "union_type"
+            continue
+        entries[key] = _error([*loc, *where], _pydantic_message(kind, where, value, err), "union_type" if is_union else err["type"])
+    return list(entries.values())
+
+
+def _input_at(body: Mapping[str, Any], err: Mapping[str, Any]) -> tuple[list[Any], Any, bool]:
+    """The part of ``err["loc"]`` that is a path in ``body`` (pydantic appends union member names
+    such as ``"str"``), the value found there, and whether union member names were cut off."""
+    loc = list(err["loc"])
+    if err["type"] == "missing":
+        return loc, None, False
+    where: list[Any] = []
+    value: Any = body
+    for part in loc:
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value):
+            value = value[part]
+        else:
+            return where, value, True
+        where.append(part)
+    return where, value, False
+
+
+def _pydantic_message(kind: str, where: list[Any], value: Any, err: Mapping[str, Any]) -> str:
     if err["type"] == "missing":
         return "field required"
     if err["type"] == "extra_forbidden":
-        return "unknown field; allowed: type, instructions, criteria"
-    return str(err["msg"])
+        allowed = _ALLOWED_FIELDS.get(tuple(where[:-1]) if kind == "noul" else (), _ALLOWED_FIELDS[()])
+        return f"unknown field; allowed: {allowed}"
+    if len(where) == 1:
+        allowed = _ALLOWED_VALUES.get(tuple(where)) or _ALLOWED_VALUES.get((kind, *where))
+    else:
+        allowed = _CONTENT if where[:1] == ["criteria"] else None  # one description of a criteria entry
+    if allowed is None:
+        return f"{err['msg']}, got {_found(value)}"
+    return f"{_dotted(where)} must be {allowed}, got {_found(value)}"
+
+
+def _found(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
 
 
 def _check_limits(loc: list[Any], question: TextQuestion) -> None:

@@ -42,3 +42,50 @@ def test_the_access_log_gives_the_request_time_in_milliseconds(caplog: pytest.Lo
     assert r.status_code == 200
     (record,) = [rec for rec in access_records(caplog) if rec["request_id"] == "timed"]
     assert 200 <= record["ms"] <= elapsed_ms, f"logged {record['ms']} ms for a request the client timed at {elapsed_ms:.1f} ms"
+
+
+# --------------------------------------------------------------------------- 6. a wrong type names the field, not pydantic's types
+
+WRONG_TYPES = {
+    "instructions a number": (
+        {"type": "noul", "instructions": 5},
+        ["body", "questions", "q", "instructions"],
+        "instructions must be text or JSON content (a string, an object or an array), got int",
+    ),
+    "instructions null": (
+        {"type": "choice", "instructions": None, "criteria": {"a": None, "b": None}},
+        ["body", "questions", "q", "instructions"],
+        "instructions must be text or JSON content (a string, an object or an array), got null",
+    ),
+    "noul criteria a string": (
+        {"type": "noul", "instructions": "?", "criteria": "yes means urgent"},
+        ["body", "questions", "q", "criteria"],
+        "criteria must be an object with a description of 'true' and/or of 'false' (or null), got str",
+    ),
+    "score criteria a string": (
+        {"type": "score", "instructions": "?", "criteria": "calm|angry"},
+        ["body", "questions", "q", "criteria"],
+        "criteria must be a list of level descriptions (level 0 first), got str",
+    ),
+    "noul criteria with an unknown key": (
+        {"type": "noul", "instructions": "?", "criteria": {"true": "a", "maybe": "b"}},
+        ["body", "questions", "q", "criteria", "maybe"],
+        "unknown field; allowed: true, false",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def fake_server() -> Any:
+    with serve_in_thread(create_app(FakeDecisionModel(model="fake"))) as url:
+        yield url
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_TYPES))
+def test_a_wrong_type_gets_one_422_naming_the_field_what_was_found_and_what_is_allowed(fake_server: str, case: str) -> None:
+    question, loc, msg = WRONG_TYPES[case]
+    r = httpx.post(f"{fake_server}/v1/systemone", json=body(q=question))
+    assert r.status_code == 422, r.text
+    assert [(d["loc"], d["msg"]) for d in r.json()["detail"]] == [(loc, msg)]
+    for internal in ("json-or-python", "tagged-union", "NoulCriteria", "Input should be"):
+        assert internal not in r.text
