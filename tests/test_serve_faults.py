@@ -89,3 +89,27 @@ def test_a_wrong_type_gets_one_422_naming_the_field_what_was_found_and_what_is_a
     assert [(d["loc"], d["msg"]) for d in r.json()["detail"]] == [(loc, msg)]
     for internal in ("json-or-python", "tagged-union", "NoulCriteria", "Input should be"):
         assert internal not in r.text
+
+
+# --------------------------------------------------------------------------- 14. repeated keys are refused
+
+
+def test_two_questions_with_the_same_id_get_a_422_naming_the_id(fake_server: str) -> None:
+    raw = ('{"state": "site down", "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}, '
+           '"urgent": {"type": "noul", "instructions": "Really urgent?"}}}')
+    r = httpx.post(f"{fake_server}/v1/systemone", content=raw.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    (detail,) = r.json()["detail"]
+    assert detail["loc"] == ["body", "questions"] and detail["type"] == "duplicate_key"
+    assert "repeated key 'urgent'" in detail["msg"]
+
+
+def test_a_repeated_key_anywhere_in_the_body_is_named_with_its_place(fake_server: str) -> None:
+    raw = ('{"state": {"ticket": [{"id": 1, "id": 2}]}, "questions": {"q": {"type": "choice", "instructions": "?", '
+           '"criteria": {"a": null, "b": null, "a": "again"}}}, "model": "fake", "model": "fake"}')
+    r = httpx.post(f"{fake_server}/v1/systemone", content=raw.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    found = {tuple(d["loc"]): d["msg"] for d in r.json()["detail"]}
+    assert set(found) == {("body",), ("body", "state", "ticket", 0), ("body", "questions", "q", "criteria")}
+    assert "repeated key 'model'" in found[("body",)] and "repeated key 'id'" in found[("body", "state", "ticket", 0)]
+    assert "repeated key 'a'" in found[("body", "questions", "q", "criteria")]

@@ -25,6 +25,7 @@ import json
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -204,9 +205,28 @@ def _media_type_failure(request: Request) -> JSONResponse | None:
     )
 
 
+class _RepeatedKeys(dict):  # type: ignore[type-arg]
+    """A decoded JSON object in which some keys appeared more than once (``repeated``, in order)."""
+
+    repeated: list[str]
+
+
 def _decode_json(raw: bytes) -> Any:
+    """The body as JSON; one that is not UTF-8, not JSON, or repeats a key within an object is an
+    ``InvalidRequestError`` (a repeated key would silently keep its last value only)."""
+    marked: list[_RepeatedKeys] = []
+
+    def unrepeated(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        repeated = _RepeatedKeys(obj)
+        repeated.repeated = [key for key, count in Counter(key for key, _ in pairs).items() if count > 1]
+        marked.append(repeated)
+        return repeated
+
     try:
-        return json.loads(raw.decode("utf-8"))
+        decoded = json.loads(raw.decode("utf-8"), object_pairs_hook=unrepeated)
     except UnicodeDecodeError as exc:
         raise wire.InvalidRequestError([{"loc": ["body"], "msg": f"the body is not UTF-8: {exc.reason}", "type": "json_invalid"}]) from None
     except json.JSONDecodeError as exc:
@@ -215,6 +235,27 @@ def _decode_json(raw: bytes) -> Any:
         ) from None
     except RecursionError:
         raise wire.InvalidRequestError([{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]) from None
+    if marked:
+        raise wire.InvalidRequestError(_repeated_key_errors(decoded))
+    return decoded
+
+
+def _repeated_key_errors(decoded: Any) -> list[dict[str, Any]]:
+    """One 422 entry per JSON object of the body that repeats a key, with its place in the body."""
+    errors: list[dict[str, Any]] = []
+    stack: list[tuple[list[Any], Any]] = [(["body"], decoded)]
+    while stack:
+        loc, value = stack.pop()
+        if isinstance(value, _RepeatedKeys):
+            keys = ", ".join(repr(key) for key in value.repeated)
+            errors.append({"loc": loc, "msg": f"repeated key {keys}: each key may appear once in an object "
+                                              "(a repeated key would silently keep only its last value)",
+                           "type": "duplicate_key"})
+        if isinstance(value, dict):
+            stack.extend(([*loc, key], item) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(([*loc, i], item) for i, item in reversed(list(enumerate(value))))
+    return errors
 
 
 # --------------------------------------------------------------------------- routes
