@@ -113,3 +113,49 @@ def test_a_repeated_key_anywhere_in_the_body_is_named_with_its_place(fake_server
     assert set(found) == {("body",), ("body", "state", "ticket", 0), ("body", "questions", "q", "criteria")}
     assert "repeated key 'model'" in found[("body",)] and "repeated key 'id'" in found[("body", "state", "ticket", 0)]
     assert "repeated key 'a'" in found[("body", "questions", "q", "criteria")]
+
+
+# --------------------------------------------------------------------------- 13. a model out of reach
+
+
+def test_a_remote_model_whose_upstream_is_down_gets_503s_and_readyz_says_why() -> None:
+    from clef_agents.serve.local import free_port
+    from clef_agents.serve.remote import RemoteDecisionModel
+
+    upstream = RemoteDecisionModel(base_url=f"http://127.0.0.1:{free_port()}", max_retries=0)  # nothing listens there
+    with serve_in_thread(create_app(upstream)) as url:
+        r = httpx.post(f"{url}/v1/systemone", json=body())
+        ready = httpx.get(f"{url}/readyz")
+    assert r.status_code == 503, r.text
+    assert r.json()["detail"]["error_type"] == "not_ready_error" and r.headers["retry-after"]
+    assert r.json()["detail"]["message"] == "the model cannot be reached (ConnectError); see the server log"
+    assert ready.status_code == 503 and ready.json()["detail"]["message"] == r.json()["detail"]["message"]
+
+
+def test_readyz_says_ready_again_once_the_model_can_be_reached() -> None:
+    down = {"now": True}
+
+    def answer(state: Any, questions: Any) -> dict[str, Any]:
+        if down["now"]:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return {}
+
+    with serve_in_thread(create_app(FakeDecisionModel(answer_fn=answer))) as url:
+        assert httpx.get(f"{url}/readyz").status_code == 200  # nothing has failed yet
+        failed = httpx.post(f"{url}/v1/systemone", json=body())
+        still_down = httpx.get(f"{url}/readyz")  # its probe fails too
+        down["now"] = False
+        back = httpx.get(f"{url}/readyz")  # its probe is answered
+        answered = httpx.post(f"{url}/v1/systemone", json=body())
+    assert failed.status_code == 503 and "cannot be reached (ConnectionRefusedError)" in failed.json()["detail"]["message"]
+    assert still_down.status_code == 503 and "ConnectionRefusedError" in still_down.json()["detail"]["message"]
+    assert back.status_code == 200 and back.json()["status"] == "ready"
+    assert answered.status_code == 200
+
+
+def test_a_model_that_fails_otherwise_still_gets_a_500_and_stays_ready() -> None:
+    with serve_in_thread(create_app(FakeDecisionModel(error=RuntimeError("model exploded")))) as url:
+        r = httpx.post(f"{url}/v1/systemone", json=body())
+        ready = httpx.get(f"{url}/readyz")
+    assert r.status_code == 500 and r.json()["detail"]["error_type"] == "api_error"
+    assert ready.status_code == 200

@@ -6,7 +6,13 @@ a 4xx and never joins a batch); valid ones are micro-batched into one ``model.ba
 that to plug in its own ``@serve.batch`` handler).
 
 Routes: ``POST /v1/systemone``, ``GET /v1/models``, ``GET /healthz`` (the process is up),
-``GET /readyz`` (the model is loaded), ``GET /v1/stats`` (batching counters), ``GET /openapi.json``.
+``GET /readyz`` (the model is loaded and can be reached), ``GET /v1/stats`` (batching counters),
+``GET /openapi.json``.
+
+A model that cannot be reached (a connection error, e.g. a ``RemoteDecisionModel`` whose upstream
+is down, or an upstream System One server that says it is not ready) answers 503
+``not_ready_error`` saying so, and ``/readyz`` says not ready until a request is answered again;
+meanwhile each ``/readyz`` sends the model one small probe request to find out.
 
 Example:
     >>> from clef_agents.testing import FakeDecisionModel
@@ -43,6 +49,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from clef_agents import wire
 from clef_agents.serve.batcher import MicroBatcher, QueueFullError
 from clef_agents.serve.openapi import openapi_document
+from clef_agents.serve.remote import RETRYABLE_ERRORS, SystemOneHTTPError
 
 logger = logging.getLogger("clef_agents.serve")
 access_logger = logging.getLogger("clef_agents.serve.access")
@@ -103,6 +110,10 @@ class _ServerState:
         self.answer_fn = answer
         self.load_error: str | None = None
         self.loaded_on: str | None = None
+        self.unreachable: str | None = None
+        """The kind of error (e.g. ``ConnectError``) of the last answer that found the model out of reach;
+        ``None`` once one is answered."""
+        self.probing = asyncio.Lock()
 
     @property
     def ready(self) -> bool:
@@ -279,7 +290,10 @@ def _auth_failure(request: Request) -> JSONResponse | None:
 
 
 def _not_ready(server: _ServerState) -> JSONResponse:
-    if server.load_error:
+    if server.unreachable and server.ready:
+        # as for a failed load: the error's text may name hosts and paths; only the log gets it
+        message = f"the model cannot be reached ({server.unreachable}); see the server log"
+    elif server.load_error:
         # the exception text may hold paths and other internals: only the log gets it
         message = f"the model failed to load ({server.load_error}); see the server log"
     else:
@@ -326,9 +340,15 @@ async def _answer(server: _ServerState, classifier_request: ClassifierRequest) -
         return error_response(503, "overloaded_error", f"the server is busy: {exc}", {"Retry-After": "1"})
     except asyncio.TimeoutError:
         return error_response(504, "timeout_error", f"no answer within the request time limit of {timeout:g} s")
-    except Exception:  # noqa: BLE001 — logged; the client gets a generic 500
+    except Exception as exc:  # noqa: BLE001 — logged; the client gets a generic 500 (or a 503 if out of reach)
+        if (kind := unreachable_kind(exc)) is not None:
+            _mark_unreachable(server, kind, exc)
+            return _not_ready(server)
         logger.exception("the model failed on a valid request")
         return error_response(500, "api_error", "the model failed on this request; see the server log")
+    if server.unreachable is not None:
+        logger.info("the model answers again (it could not be reached: %s)", server.unreachable)
+        server.unreachable = None
     try:
         body = wire.response_to_wire(response)
         body["model"] = server.served_name
@@ -336,6 +356,63 @@ async def _answer(server: _ServerState, classifier_request: ClassifierRequest) -
     except (ValueError, TypeError):  # a model answered something that is not finite JSON text
         logger.exception("the model's answer could not be rendered as JSON")
         return error_response(500, "api_error", "the model's answer could not be rendered; see the server log")
+
+
+def unreachable_kind(exc: BaseException) -> str | None:
+    """The kind of error (its class name) when ``exc`` says the model cannot be reached, else ``None``:
+    a connection error (``ConnectionError``, httpx's connection failures) or an upstream System One
+    server answering 503 ``not_ready_error``, raised or as the cause of what was raised.
+
+    Example:
+        >>> unreachable_kind(RuntimeError("lookup failed")) is None
+        True
+        >>> try:
+        ...     raise RuntimeError("model failed") from ConnectionRefusedError(111, "Connection refused")
+        ... except RuntimeError as exc:
+        ...     unreachable_kind(exc)
+        'ConnectionRefusedError'
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ConnectionError, *RETRYABLE_ERRORS)):
+            return type(current).__name__
+        if isinstance(current, SystemOneHTTPError) and current.status_code == 503 and current.error_type == "not_ready_error":
+            return "the upstream server is not ready"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _mark_unreachable(server: _ServerState, kind: str, exc: BaseException) -> None:
+    if server.unreachable is None:
+        logger.error("the model cannot be reached (%s); /readyz says not ready until it answers again", kind, exc_info=exc)
+    else:
+        logger.warning("the model still cannot be reached (%s: %s)", kind, exc)
+    server.unreachable = kind
+
+
+PROBE_TIMEOUT_S = 5.0
+"""The longest ``/readyz`` waits for its probe of a model found out of reach."""
+
+
+async def _probe(server: _ServerState) -> None:
+    """Ask a model found out of reach one small question; clear the mark if it answers (or fails
+    on the question itself, which means it was reached)."""
+    if server.probing.locked():
+        return  # another /readyz is asking already: report what is known
+    async with server.probing:
+        probe = {"state": "", "questions": wire.validate_questions({"ready": {"type": "noul", "instructions": "Is this a readiness probe?"}})}
+        try:
+            await asyncio.wait_for(server.answer(probe), min(PROBE_TIMEOUT_S, server.settings.request_timeout_s))
+        except asyncio.TimeoutError:
+            return
+        except Exception as exc:  # noqa: BLE001 — any other failure came from a model that was reached
+            if (kind := unreachable_kind(exc)) is not None:
+                _mark_unreachable(server, kind, exc)
+                return
+        logger.info("the model can be reached again (it could not: %s)", server.unreachable)
+        server.unreachable = None
 
 
 async def list_models(request: Request) -> Response:
@@ -359,9 +436,12 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    """``GET /readyz``: 200 once the model is loaded, 503 before (or if loading failed)."""
+    """``GET /readyz``: 200 once the model is loaded and can be reached; 503 before, if loading failed,
+    or while the model cannot be reached (each call then probes it once)."""
     server = _state(request)
-    if not server.ready:
+    if server.ready and server.unreachable is not None:
+        await _probe(server)
+    if not server.ready or server.unreachable is not None:
         return _not_ready(server)
     return JSONResponse({"status": "ready", "model": server.served_name})
 
