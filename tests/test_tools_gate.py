@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import sys
 import threading
 
 import pytest
@@ -510,6 +511,16 @@ def test_wrapped_tools_in_a_graph_take_reviews(resume, ran, last):
     done = graph.invoke(Command(resume=resume), cfg("w"))
     assert RAN == ran and last in done["messages"][-1].content
     assert len(model.calls) == 1
+
+
+def test_without_langchain_agents_middleware_points_at_the_documented_wiring(monkeypatch):
+    """A ToolNode alone refuses every call the gate would hold (test above): the hint must not offer it alone."""
+    monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)  # as if clef-agents[agents] were not installed
+    with pytest.raises(ImportError) as raised:
+        ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5).middleware()
+    hint = str(raised.value)
+    assert "pip install 'clef-agents[agents]'" in hint and "docs/graph.md" in hint
+    assert hint.index("gate.node(tools)") < hint.index("gate.review_node(tools)") < hint.index("ToolNode(tools, wrap_tool_call=")
 
 
 def agent_with_middleware(gate, calls):

@@ -880,8 +880,11 @@ class ToolGate:
             from langchain.agents.middleware import AgentMiddleware, AgentState
         except ImportError as exc:
             raise ImportError(
-                "ToolGate.middleware() needs LangChain's agent framework: pip install 'clef-agents[agents]' "
-                "(or use ToolNode(tools, wrap_tool_call=gate.wrap_tool_call))"
+                "ToolGate.middleware() needs LangChain's agent framework: pip install 'clef-agents[agents]'. "
+                "Without it, wire the gate into a StateGraph (docs/graph.md, 'Wiring'): agent -> "
+                "gate.node(tools) -> gate.review_node(tools) -> ToolNode(tools, wrap_tool_call=gate.wrap_tool_call, "
+                "awrap_tool_call=gate.awrap_tool_call), with a checkpointer; a ToolNode alone refuses every call "
+                "the gate would hold"
             ) from exc
         gate = self
 
