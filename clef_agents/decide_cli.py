@@ -105,7 +105,9 @@ def _split_id(spec: str, flag: str) -> tuple[str, str]:
 
 def load_questions_file(path: str) -> dict[str, Any]:
     """Questions from a JSON or YAML file; one that does not parse is a ``ValueError`` naming the
-    file and the line.
+    file and the line. YAML keys are read as written: ``true:``, ``no:`` or ``1:`` stay strings
+    (a noul's ``criteria: {true: ..., false: ...}``, options named ``yes``/``no``), where YAML
+    would make them booleans and numbers. ``examples/questions.yaml`` shows each question type.
 
     Example:
         >>> load_questions_file("missing.yaml")  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -125,8 +127,15 @@ def load_questions_file(path: str) -> dict[str, Any]:
 def _parse_yaml(path: str, text: str) -> Any:
     import yaml  # noqa: PLC0415
 
+    class KeysAsWritten(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            for key, _ in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    key.tag = "tag:yaml.org,2002:str"
+            return super().construct_mapping(node, deep=deep)
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=KeysAsWritten)  # noqa: S506 — a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

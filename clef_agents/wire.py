@@ -403,14 +403,25 @@ def _pydantic_errors(loc: list[Any], kind: str, body: Mapping[str, Any], errors:
         ['instructions must be text or JSON content (a string, an object or an array), got int']
     """
     entries: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for err in errors:
+    for err in sorted(errors, key=lambda e: not _is_key_error(e)):  # a bad key says more than its union's other members
+        if _is_key_error(err):
+            container = list(err["loc"])[: -2 if err["loc"][-1] == "[key]" else -1]  # without the key (and "[key]")
+            where, _, _ = _input_at(body, {**err, "loc": container})
+            message = f"keys must be strings, got {_found(err['input'])} {err['input']!r}"
+            entries.setdefault(tuple(where), _error([*loc, *where], f"{_dotted(where)}: {message}", "invalid_key"))
+            continue
         where, value, is_union = _input_at(body, err)
         key = tuple(where)
         if key in entries:
-            entries[key]["type"] = "union_type"
+            entries[key]["type"] = entries[key]["type"] if entries[key]["type"] == "invalid_key" else "union_type"
             continue
         entries[key] = _error([*loc, *where], _pydantic_message(kind, where, value, err), "union_type" if is_union else err["type"])
     return list(entries.values())
+
+
+def _is_key_error(err: Mapping[str, Any]) -> bool:
+    """pydantic's error for a mapping key that is not a string (in-process input; JSON keys are strings)."""
+    return err["type"] == "invalid_key" or (bool(err["loc"]) and err["loc"][-1] == "[key]")
 
 
 def _input_at(body: Mapping[str, Any], err: Mapping[str, Any]) -> tuple[list[Any], Any, bool]:

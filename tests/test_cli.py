@@ -4,6 +4,7 @@ the real entry point (a subprocess), errors as one line, and one meaning of ever
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -120,6 +121,25 @@ def test_a_question_id_in_the_file_and_inline_is_an_error(tmp_path, capsys):
 def test_no_questions_at_all_is_an_error(capsys):
     assert main(["decide", "--model", "fake", "--state", "hi"]) == 2
     assert "no questions" in capsys.readouterr().err
+
+
+def test_the_shipped_questions_file_answers_the_readme_example(capsys, monkeypatch):
+    """README: echo "free prize, click now" | clef-agents decide --questions examples/questions.yaml --json"""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("free prize, click now\n"))
+    out = decide_json(capsys, "--model", "fake", "--questions", str(ROOT / "examples" / "questions.yaml"))
+    assert {qid: answer["type"] for qid, answer in out["answers"].items()} == {"spam": "noul", "team": "choice", "urgency": "score"}
+    assert set(out["answers"]["team"]["probabilities"]) == {"billing", "technical", "sales", "other"}
+    assert len(out["answers"]["urgency"]["probabilities"]) == 4
+
+
+def test_yaml_keys_are_read_as_written(tmp_path, capsys):
+    """YAML would read ``true:``/``no:``/``1:`` keys as booleans and numbers; a questions file means names."""
+    path = tmp_path / "q.yaml"
+    path.write_text("spam:\n  type: noul\n  instructions: Is it spam?\n  criteria: {true: an advert, false: a friend}\n"
+                    "agree:\n  type: choice\n  instructions: Does the user agree?\n  criteria: {yes: null, no: null, 1: maybe}\n")
+    out = decide_json(capsys, "--model", "fake", "--state", "free prize", "--questions", str(path))
+    assert out["answers"]["spam"]["type"] == "noul"
+    assert set(out["answers"]["agree"]["probabilities"]) == {"yes", "no", "1"}
 
 
 # --------------------------------------------------------------------------- the state, CLI and server alike

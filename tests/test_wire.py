@@ -46,6 +46,12 @@ def messages_of(questions) -> str:
         ({"where": {"type": "box", "instructions": "find it"}},
          "questions.where: box questions need an image model; clef_agents models read text only (allowed: noul, choice, score)"),
         ({"q": 42}, "questions.q: a question must be a Noul, Choice or Score (or its JSON object), got int"),
+        ({"q": {"type": "noul", "instructions": 5}},
+         "questions.q.instructions: instructions must be text or JSON content (a string, an object or an array), got int"),
+        ({"q": {"type": "noul", "instructions": "x", "criteria": {True: "spam", False: "not spam"}}},
+         "questions.q.criteria: criteria: keys must be strings, got bool True"),
+        ({"q": {"type": "choice", "instructions": "x", "criteria": {1: "one", "b": None}}},
+         "questions.q.criteria: criteria: keys must be strings, got int 1"),
     ],
 )
 def test_every_rule_has_an_exact_message(questions, message):
