@@ -175,15 +175,31 @@ def read_state(args: argparse.Namespace) -> Any:
 
 
 def format_table(response: Any) -> str:
-    """Answers as an aligned text table: question, answer, probability/confidence, distribution."""
-    rows = [("question", "answer", "p / conf.", "distribution")]
+    """Answers as an aligned text table: question, answer, ``p(answer)`` and the distribution.
+
+    ``p(answer)`` is the probability of the answer shown, for every type (the number lanes act on,
+    ``wire.decision_probability``), so it reads the same as the distribution beside it: a yes/no
+    answer ``no`` at 0.540 has ``yes=0.460, no=0.540``. A score's answer is its most probable level,
+    with the expected level ``score``. SPEC confidences are in ``--json``.
+
+    Example:
+        >>> from langchain_core.decisions import NoulAnswer
+        >>> response = wire.DecisionResponse(model="m", answers={"urgent": NoulAnswer(type="noul", noul=0.46)}, usage={})
+        >>> print(format_table(response))
+        question  answer  p(answer)  distribution
+        --------  ------  ---------  -------------------
+        urgent    no      0.540      yes=0.460, no=0.540
+    """
+    rows = [("question", "answer", "p(answer)", "distribution")]
     for qid, answer in response.answers.items():
+        label, p = wire.decided_label(answer), wire.decision_probability(answer)
         if answer.type == "noul":
-            rows.append((qid, wire.decided_label(answer), f"{answer.noul:.3f}", f"p(yes)={answer.noul:.3f}"))
+            top = [("yes", answer.noul), ("no", 1.0 - answer.noul)]
         else:
             top = sorted(answer.probabilities.items(), key=lambda kv: -kv[1])[:3]
-            label = answer.choice if answer.type == "choice" else f"{answer.score:.2f}"
-            rows.append((qid, str(label), f"{answer.confidence:.3f}", ", ".join(f"{k}={v:.3f}" for k, v in top)))
+        if answer.type == "score":
+            label = f"{label} (score {answer.score:.2f})"
+        rows.append((qid, label, f"{p:.3f}", ", ".join(f"{k}={v:.3f}" for k, v in top)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -64,13 +64,15 @@ def shown(label: Any) -> str:
 
 
 def print_row(index: int, message: str, result: dict[str, Any], reviewed: bool) -> None:
+    """One message's answers. ``p(answer)`` is the probability of the model answer beside it (what
+    the lane acts on), as in ``clef-agents decide``: ``urgent no 0.54`` means p(no) = 0.54."""
     entry = result["decisions"]["triage"]
     print(f"\n{index}. {message[:96]}")
-    print(f"   {'question':<11} {'model answer':<13} {'p':>5}  {'lane':<6} {'final':<10} {'decided by'}")
+    print(f"   {'question':<11} {'model answer':<13} {'p(answer)':>9}  {'lane':<6} {'final':<10} {'decided by'}")
     for qid, route in entry["route"].items():
         final = entry["final"][qid]
         print(
-            f"   {qid:<11} {shown(route['label']):<13} {route['probability']:>5.2f}  {route['lane']:<6} "
+            f"   {qid:<11} {shown(route['label']):<13} {route['probability']:>9.2f}  {route['lane']:<6} "
             f"{shown(final['label']):<10} {final['source']}"
         )
     note = "  (a scripted reviewer answered the interrupt)" if reviewed else ""

@@ -142,6 +142,31 @@ def test_yaml_keys_are_read_as_written(tmp_path, capsys):
     assert set(out["answers"]["agree"]["probabilities"]) == {"yes", "no", "1"}
 
 
+# --------------------------------------------------------------------------- the table
+
+
+def test_the_table_gives_one_number_per_answer_the_probability_of_the_answer_shown(capsys):
+    """``p(answer)`` is the probability of the answer in its row, and the same number is in the distribution."""
+    args = ["decide", "--model", "fake", "--state", "production is down!", "--noul", "urgent=Is this urgent?",
+            "--choice", "team=billing,cards,fraud", "--score", "anger=calm|annoyed|furious"]
+    assert main([*args, "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)["answers"]
+    assert main(args) == 0
+    header, _, *rows = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["question", "answer", "p(answer)"]
+    table = {row.split()[0]: row for row in rows}
+    p_yes = answers["urgent"]["noul"]
+    urgent = "yes" if p_yes >= 0.5 else "no"
+    assert table["urgent"].split()[1:3] == [urgent, f"{max(p_yes, 1 - p_yes):.3f}"]
+    assert f"yes={p_yes:.3f}, no={1 - p_yes:.3f}" in table["urgent"]
+    team = answers["team"]["choice"]
+    assert table["team"].split()[1:4] == [team, f"{answers['team']['probabilities'][team]:.3f}",
+                                          f"{team}={answers['team']['probabilities'][team]:.3f},"]
+    levels = answers["anger"]["probabilities"]
+    level = max(levels, key=levels.get)
+    assert table["anger"].split()[1:5] == [level, "(score", f"{answers['anger']['score']:.2f})", f"{levels[level]:.3f}"]
+
+
 # --------------------------------------------------------------------------- the state, CLI and server alike
 
 

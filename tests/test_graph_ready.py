@@ -98,7 +98,8 @@ def test_demo_script_prints_answers_lanes_and_destinations(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True,
     ).stdout
     assert out.count("-> destination:") == len(DEMO_MESSAGES)
-    assert "department  billing        0.55  llm    billing    llm" in out
+    assert "question    model answer  p(answer)  lane   final      decided by" in out  # p of the answer shown, as in decide
+    assert "department  billing            0.55  llm    billing    llm" in out
     assert "(a scripted reviewer answered the interrupt)" in out
     assert "escalation LLM: fake-scripted-escalation-llm (a scripted fake, not a real LLM)" in out
 
