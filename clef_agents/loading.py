@@ -58,6 +58,33 @@ MODEL_HELP = (
 """The ``--model`` help text every command shares."""
 
 
+RESERVED_NAMES = {"mini": "mini"}
+"""Checkpoint names that mean a folder shipped inside the package."""
+
+
+def shipped_checkpoint(name: str) -> Path:
+    """Folder of a checkpoint shipped inside the package (``"mini"``)."""
+    return Path(__file__).resolve().parent / "checkpoints" / RESERVED_NAMES[name]
+
+
+def checkpoint_folder(name_or_path: str | Path) -> Path:
+    """The folder a checkpoint reference names: a reserved name (``"mini"``) or a path.
+
+    Example:
+        >>> checkpoint_folder("runs/mini/final")
+        PosixPath('runs/mini/final')
+    """
+    if str(name_or_path) not in RESERVED_NAMES:
+        return Path(name_or_path)
+    folder = shipped_checkpoint(str(name_or_path))
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(
+            f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
+            "reinstall clef-agents or pass a checkpoint folder"
+        )
+    return folder
+
+
 def spec_kind(spec: str) -> SpecKind:
     """What kind of model ``spec`` names (see the module docstring).
 
@@ -126,8 +153,6 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
 
     if kind == "backbone":
         return ClefDecisionModel.from_backbone(spec[len(BACKBONE_PREFIX) :])
-    from clef_agents.model.decision_model import RESERVED_NAMES
-
     if spec not in RESERVED_NAMES and not (Path(spec) / "config.json").is_file():
         reason = "does not exist" if not Path(spec).exists() else "has no config.json"
         raise FileNotFoundError(f"model {spec!r}: no checkpoint there (the folder {reason}); {MODEL_HELP}")

@@ -464,3 +464,64 @@ def test_teaching_nothing_is_an_error_that_says_why_and_writes_nothing(encoder_d
     assert "at least 20 records to fit and 5 held out" in err and "at least 45 labelled records per question" in err
     assert "two different labels" in err and "--min-records" in err
     assert not (tmp_path / "taught").exists()
+
+
+# --------------------------------------------------------------------------- what a checkpoint was taught
+
+
+def test_a_model_lists_its_taught_questions_as_its_checkpoint_stores_them(taught, tmp_path, capsys):
+    from clef_agents.cli import main
+    from clef_agents.model import ClefDecisionModel
+    from clef_agents.taught_index import read_taught
+
+    model, reports = taught
+    listed = {q.instructions: q for q in model.taught_questions}
+    assert set(listed) == set(reports) == {"which team", "is this urgent", "how angry"}
+    team, urgent, anger = listed["which team"], listed["is this urgent"], listed["how angry"]
+    assert (team.type, urgent.type, anger.type) == ("choice", "noul", "score")
+    assert set(team.options) == {"billing", "security", "sales"} and urgent.options == ("yes", "no") and anger.options == ("0", "1", "2")
+    for text, q in listed.items():
+        r = reports[text]
+        assert (q.records, q.held_out) == (r["records"], r["held_out"])
+        assert (q.head_accuracy, q.taught_accuracy) == (r["held_out_head"]["accuracy"], r["held_out_taught"]["accuracy"])
+        assert (q.head_nll, q.taught_nll) == (r["held_out_head"]["nll"], r["held_out_taught"]["nll"])
+    folder = model.save_pretrained(tmp_path / "taught")
+    assert read_taught(folder) == model.taught_questions == ClefDecisionModel.from_pretrained(folder).taught_questions
+
+    assert main(["taught", "--model", str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [q.as_dict() for q in model.taught_questions]
+    assert main(["taught", "--model", str(folder)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| type | question | options | records | held out | held-out acc (head → taught) |")
+    assert (f"| noul | is this urgent | yes, no | {urgent.records} | {urgent.held_out} | "
+            f"{urgent.head_accuracy:.3f} → {urgent.taught_accuracy:.3f} | {urgent.head_nll:.3f} → {urgent.taught_nll:.3f} |") in table
+    assert "3 taught question(s)" in table
+
+
+def test_taught_says_when_nothing_was_taught_and_refuses_what_is_no_checkpoint(encoder_dir, tmp_path, capsys):
+    from clef_agents.cli import main
+
+    plain = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
+    assert main(["taught", "--model", str(plain)]) == 0
+    assert "nothing taught" in capsys.readouterr().out
+    assert main(["taught", "--model", str(plain), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["taught", "--model", "fake"]) == 2
+    assert "--model: got 'fake', a fake model; allowed: a checkpoint folder or 'mini'" in capsys.readouterr().err
+    assert main(["taught", "--model", str(tmp_path / "nowhere")]) == 2
+    assert f"no checkpoint at {tmp_path / 'nowhere'} (the folder does not exist)" in capsys.readouterr().err
+
+
+def test_taught_lists_the_shipped_model_without_importing_torch():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import json, sys, contextlib, io\nfrom clef_agents.cli import main\nout = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out): code = main(['taught', '--model', 'mini', '--json'])\n"
+            "print(code, 'torch' in sys.modules, [q['instructions'] for q in json.loads(out.getvalue())].count('Is this SMS message spam?'))")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=root).stdout.split()
+    assert out == ["0", "False", "1"]

@@ -11,37 +11,14 @@ from pydantic import ConfigDict, PrivateAttr
 
 from clef_agents import wire
 from clef_agents.batched import BatchedDecisionModel, prepare_request
+from clef_agents.loading import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
 from clef_agents.model.config import ClefConfig, HeadSettings, LoraSettings
 from clef_agents.model.engine import DecisionEngine
-
-RESERVED_NAMES = {"mini": "mini"}
+from clef_agents.taught_index import TaughtQuestionInfo
 
 
 class UntrainedModelWarning(UserWarning):
     """Raised (as a warning) when a model with an untrained head is built or loaded."""
-
-
-def shipped_checkpoint(name: str) -> Path:
-    """Folder of a checkpoint shipped inside the package (``"mini"``)."""
-    return Path(__file__).resolve().parent.parent / "checkpoints" / RESERVED_NAMES[name]
-
-
-def checkpoint_folder(name_or_path: str | Path) -> Path:
-    """The folder a checkpoint reference names: a reserved name (``"mini"``) or a path.
-
-    Example:
-        >>> checkpoint_folder("runs/mini/final")
-        PosixPath('runs/mini/final')
-    """
-    if str(name_or_path) not in RESERVED_NAMES:
-        return Path(name_or_path)
-    folder = shipped_checkpoint(str(name_or_path))
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(
-            f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
-            "reinstall clef-agents or pass a checkpoint folder"
-        )
-    return folder
 
 
 class ClefDecisionModel(BatchedDecisionModel):
@@ -145,6 +122,20 @@ class ClefDecisionModel(BatchedDecisionModel):
     def config(self) -> ClefConfig:
         """The checkpoint config."""
         return self._engine.config
+
+    @property
+    def taught_questions(self) -> list[TaughtQuestionInfo]:
+        """What this model was taught (``clef-agents teach``): per taught question its type, wording,
+        options and held-out figures, as its checkpoint's ``taught.json`` stores them (empty when
+        nothing was taught). A request uses the taught weights when it asks the same type and
+        wording (case and spacing aside) with taught option names. ``clef-agents taught`` prints them.
+
+        Example:
+            >>> [(q.type, q.instructions) for q in ClefDecisionModel.from_pretrained("mini").taught_questions][2]  # doctest: +SKIP
+            ('noul', 'Is this SMS message spam?')
+        """
+        return [TaughtQuestionInfo.from_stored({"type": q.kind, "instructions": q.instructions, "names": q.names, "report": q.report})
+                for q in self._engine.taught.questions.values()]
 
     # ------------------------------------------------------------------ BatchedDecisionModel
 

@@ -1,4 +1,4 @@
-"""``clef-agents train | train-reader | reader-records | calibrate | teach | eval``.
+"""``clef-agents train | train-reader | reader-records | calibrate | teach | taught | eval``.
 
 Example:
     $ clef-agents train --out runs/mini --steps 3000 --name mini
@@ -7,6 +7,7 @@ Example:
     $ clef-agents calibrate --model runs/mini/final --records valid.jsonl --out runs/mini/recalibrated
     $ clef-agents eval --model mini --datasets banking77 sms_spam --report-dir reports/mini
     $ clef-agents teach --model mini --records my_labelled.jsonl --out runs/mini-taught
+    $ clef-agents taught --model runs/mini-taught
 """
 
 from __future__ import annotations
@@ -103,6 +104,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     teach.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     teach.add_argument("--no-progress", action="store_true", help="no progress bars")
     teach.set_defaults(func=_run_teach)
+
+    taught = subparsers.add_parser(
+        "taught", help="list what a checkpoint was taught: each question's type, wording, options and held-out figures",
+        description="List the questions a checkpoint was taught (clef-agents teach), read from its taught.json: a "
+                    "request uses the taught weights when it asks the same type and wording with taught option names.",
+    )
+    taught.add_argument("--model", default="mini", help="checkpoint folder or 'mini' (default mini)")
+    taught.add_argument("--json", action="store_true", help="print the list as JSON (every option name, the wording in full)")
+    taught.set_defaults(func=_run_taught)
 
     reader = subparsers.add_parser(
         "train-reader", help="train the question reader that answers untaught questions (one pass over question, options and state)"
@@ -422,6 +432,27 @@ def _run_teach(args: argparse.Namespace) -> int:
     (folder / "teach_report.json").write_text(json.dumps(reports, indent=2) + "\n")
     print(teach_table(reports))
     print(f"taught {sum('skipped' not in r for r in reports.values())} question(s) in {seconds:.0f} s; saved {folder}")
+    return 0
+
+
+def _run_taught(args: argparse.Namespace) -> int:
+    """Print what the checkpoint ``--model`` names was taught (torch is not imported)."""
+    from clef_agents.loading import checkpoint_folder, spec_kind  # noqa: PLC0415
+    from clef_agents.taught_index import read_taught, taught_table  # noqa: PLC0415
+
+    if spec_kind(args.model) != "checkpoint":
+        raise ValueError(f"--model: got {args.model!r}, a {spec_kind(args.model)} model; allowed: a checkpoint folder "
+                         "or 'mini' (what a checkpoint was taught is stored in its taught.json)")
+    folder = checkpoint_folder(args.model)
+    questions = read_taught(folder)
+    if args.json:
+        print(json.dumps([q.as_dict() for q in questions], indent=2, ensure_ascii=False))
+    elif not questions:
+        print(f"{args.model}: nothing taught ({folder} has no taught questions; teach some with clef-agents teach)")
+    else:
+        print(taught_table(questions))
+        print(f"\n{args.model}: {len(questions)} taught question(s); ask one in the same wording (case and spacing aside) "
+              "to use its taught weights")
     return 0
 
 
