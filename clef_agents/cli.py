@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "clef_agents.graph_cli",
     "clef_agents.train.cli",
     "clef_agents.serve.cli",
+    "clef_agents.autopilot.cli",
 )
 
 

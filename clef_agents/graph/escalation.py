@@ -29,6 +29,7 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, Field, create_model
 
 from clef_agents import wire
+from clef_agents.graph.autopilot import known_teacher_label, record_teacher_failure, record_teacher_label
 from clef_agents.graph.errors import GraphInputError, ReviewInputError
 from clef_agents.graph.node import DecisionNode, thread_id_of
 from clef_agents.graph.state import (
@@ -203,11 +204,25 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         if not todo:
             return None
         questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in todo}
+        known = self._known(entry, questions)
+        questions = {qid: q for qid, q in questions.items() if qid not in known}
+        if not questions:
+            return entry, {}, None, {}, known
         schema, fields = answer_schema(questions)
         messages = llm_messages(self.gate.read_input(input), questions, self.max_chars)
         if self._mode == "json":
             messages = [*messages, HumanMessage(json_reply_instructions(questions, fields))]
-        return entry, questions, schema, fields, messages
+        return entry, questions, schema, fields, messages, known
+
+    def _known(self, entry: Mapping[str, Any], questions: Mapping[str, wire.TextQuestion]) -> dict[str, Any]:
+        """Questions whose item the gate's autopilot already holds a teacher label for (asked before a crash):
+        the LLM is not asked them again."""
+        found = {}
+        for qid, question in questions.items():
+            known = known_teacher_label(self.gate.autopilot, entry["route"][qid], question)
+            if known is not None:
+                found[qid] = known
+        return found
 
     def _runnable(self, schema: type[BaseModel]) -> Any:
         if self._mode == "json":
@@ -224,12 +239,14 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         prepared = self._prepare(input)
         if prepared is None:
             return {}
-        entry, questions, schema, fields, messages = prepared
-        try:
-            raw, error = self._read(self._runnable(schema).invoke(messages)), None
-        except Exception as exc:  # an LLM failure escalates to a human, it never decides
-            raw, error = {}, self._failed(exc)
-        return self._apply(entry, questions, fields, raw, error, thread_id_of(config))
+        entry, questions, schema, fields, messages, known = prepared
+        raw, error = {}, None
+        if questions:
+            try:
+                raw = self._read(self._runnable(schema).invoke(messages))
+            except Exception as exc:  # an LLM failure escalates to a human, it never decides
+                error = self._failed(exc)
+        return self._apply(entry, questions, fields, raw, error, thread_id_of(config), known)
 
     async def ainvoke(
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
@@ -238,12 +255,14 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         prepared = self._prepare(input)
         if prepared is None:
             return {}
-        entry, questions, schema, fields, messages = prepared
-        try:
-            raw, error = self._read(await self._runnable(schema).ainvoke(messages)), None
-        except Exception as exc:
-            raw, error = {}, self._failed(exc)
-        return await asyncio.to_thread(self._apply, entry, questions, fields, raw, error, thread_id_of(config))
+        entry, questions, schema, fields, messages, known = prepared
+        raw, error = {}, None
+        if questions:
+            try:
+                raw = self._read(await self._runnable(schema).ainvoke(messages))
+            except Exception as exc:
+                error = self._failed(exc)
+        return await asyncio.to_thread(self._apply, entry, questions, fields, raw, error, thread_id_of(config), known)
 
     def _failed(self, exc: Exception) -> str:
         error = f"{type(exc).__name__}: {exc}"
@@ -259,6 +278,7 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         raw: Mapping[str, Any],
         error: str | None,
         thread_id: str | None,
+        known: Mapping[str, tuple[Any, str]] | None = None,
     ) -> dict[str, Any]:
         by_qid = {qid: raw.get(field, raw.get(qid)) for field, qid in fields.items()}
         given = {qid for field, qid in fields.items() if field in raw or qid in raw}
@@ -270,10 +290,19 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             route[qid]["escalations"].append({"to": "llm", "model": model_name, **outcome})
             if outcome["outcome"] == "accepted":
                 final[qid] = {"label": outcome["label"], "source": "llm", "probability": None}
+                record_teacher_label(self.gate.autopilot, route[qid], question, outcome["label"], "llm")
+            else:
+                record_teacher_failure(self.gate.autopilot, route[qid], "llm",
+                                       outcome.get("error") or f"the LLM {outcome['outcome']}")
+            if outcome["outcome"] == "accepted":
                 if self.gate.traces is not None:
                     self.gate.traces.record_outcome(
                         entry["trace_id"], qid, outcome["label"], "llm", {"lane": "llm", "llm_model": model_name}
                     )
+        for qid, (label, source) in (known or {}).items():
+            route[qid]["escalations"].append({"to": "llm", "model": model_name, "outcome": "labelled before",
+                                              "label": label, "source": source})
+            final[qid] = {"label": label, "source": "llm", "probability": None}
         llm = {"model": model_name, "answers": {qid: _short(by_qid.get(qid)) for qid in questions}, "error": error}
         return _update(entry, route=route, final=final, llm=llm)
 
@@ -550,9 +579,11 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     def _apply(self, entry: dict[str, Any], labels: Mapping[str, Any], info: Mapping[str, Any]) -> dict[str, Any]:
         route = {qid: {**item, "escalations": list(item["escalations"])} for qid, item in entry["route"].items()}
         final = dict(entry["final"])
+        typed = questions_from_state(entry["questions"]) if self.gate.autopilot is not None else {}
         for qid, label in labels.items():
             route[qid]["escalations"].append({"to": "human", "outcome": "answered", "label": label, **info})
             final[qid] = {"label": label, "source": "human", "probability": None}
+            record_teacher_label(self.gate.autopilot, route[qid], typed.get(qid), label, "human")
             if self.gate.traces is not None:
                 self.gate.traces.record_outcome(entry["trace_id"], qid, label, "human", {"lane": route[qid]["lane"], **info})
         return _update(entry, route=route, final=final, human={"answers": dict(labels), **info})

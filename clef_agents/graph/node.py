@@ -131,6 +131,11 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         policy: a ``LanePolicy``, a policy file path, or None for the default bands.
         slice_key: a state key or callable naming the route that reached the gate (policy slices).
         traces: a ``TraceStore`` or SQLite path: every decision is committed there as it is made.
+        autopilot: an ``Autopilot`` (``clef_agents.autopilot``): it decides which questions this node answers
+            alone (only those it has certified), sends the rest to the teacher lane (``teacher_lane``), and learns
+            from every teacher answer the escalation nodes record. Until a question is certified, nothing is
+            automatic. Its ``teacher_model``, when set, is asked here before any LLM or person.
+        teacher_lane: where the autopilot's uncertified questions go: ``"llm"`` (default) or ``"human"``.
 
     Example:
         >>> from langchain_core.decisions import Choice
@@ -153,6 +158,8 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         slice_key: SliceSpec = None,
         traces: TraceStore | str | Path | None = None,
         excerpt_chars: int = 600,
+        autopilot: Any = None,
+        teacher_lane: str = "llm",
     ):
         if not isinstance(model, BaseDecisionModel):
             raise TypeError(f"model must be a langchain_core BaseDecisionModel, got {type(model).__name__}")
@@ -169,6 +176,12 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self.slice_key = slice_key
         self.traces = as_trace_store(traces)
         self.excerpt_chars = excerpt_chars
+        if teacher_lane not in ("llm", "human"):
+            raise ValueError(f"teacher_lane must be 'llm' or 'human', got {teacher_lane!r}")
+        if autopilot is not None and not callable(getattr(autopilot, "decide", None)):
+            raise TypeError(f"autopilot must be a clef_agents.autopilot.Autopilot, got {type(autopilot).__name__}")
+        self.autopilot = autopilot
+        self.teacher_lane = teacher_lane
         self._warned_untaught: set[str] = set()
 
     def __repr__(self) -> str:
@@ -299,11 +312,16 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         route = {
             qid: lane_route(qid, q, response.answers[qid], self.policy, slice_key) for qid, q in questions.items()
         }
+        if self.autopilot is not None:
+            route = self._autopilot_route(value, questions, response, route)
         final = {
             qid: {"label": item["label"], "source": "auto", "probability": item["probability"]}
             for qid, item in route.items()
             if item["lane"] == "auto"
         }
+        final.update(_known_finals(route))
+        if self.autopilot is not None and self.autopilot.teacher_model is not None:
+            final.update(self._ask_teacher_model(value, questions, route))
         entry = {
             "gate": self.name,
             "trace_id": uuid.uuid4().hex,
@@ -318,6 +336,22 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         }
         self._record(entry, value, questions, thread_id_of(config))
         return {DECISIONS_KEY: {self.name: entry}}
+
+    # ------------------------------------------------------------------ the autopilot
+
+    def _autopilot_route(self, value: Any, questions: Mapping[str, wire.TextQuestion], response: ClassifierResponse,
+                         route: dict[str, Any]) -> dict[str, Any]:
+        """Each question's lane as the autopilot decides it (``auto`` only where it is certified)."""
+        from clef_agents.graph.autopilot import autopilot_route  # noqa: PLC0415  (keeps numpy off the import)
+
+        return autopilot_route(self.autopilot, self.name, wire.state_text(value), questions, response, route,
+                               self.teacher_lane)
+
+    def _ask_teacher_model(self, value: Any, questions: Mapping[str, wire.TextQuestion],
+                           route: dict[str, Any]) -> dict[str, Any]:
+        from clef_agents.graph.autopilot import ask_teacher_model  # noqa: PLC0415
+
+        return ask_teacher_model(self.autopilot, value, questions, route)
 
     def warn_if_untaught(self, response: Any, questions: Mapping[str, wire.TextQuestion]) -> list[str]:
         """Warn (``UntaughtQuestionWarning``), once per question of this node, when the model says it answered a
@@ -366,6 +400,15 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         )
         for qid, item in entry["final"].items():
             self.traces.record_outcome(entry["trace_id"], qid, item["label"], "auto", {"lane": "auto"})
+
+
+def _known_finals(route: Mapping[str, Any]) -> dict[str, Any]:
+    """Final labels of questions whose item the autopilot's teacher had labelled before (not asked again)."""
+    return {
+        qid: {"label": item["label"], "source": item["lane"], "probability": None}
+        for qid, item in route.items()
+        if (item.get("autopilot") or {}).get("lane") == "known"
+    }
 
 
 def _child(config: RunnableConfig | None) -> RunnableConfig | None:

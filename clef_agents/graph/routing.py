@@ -184,6 +184,8 @@ class DecisionGate:
         slice_key: SliceSpec = None,
         chat_model: BaseChatModel | None = None,
         traces: TraceStore | str | Path | None = None,
+        autopilot: Any = None,
+        teacher_lane: str = "llm",
     ):
         self.node = DecisionNode(
             model,
@@ -194,6 +196,8 @@ class DecisionGate:
             policy=policy,
             slice_key=slice_key,
             traces=traces,
+            autopilot=autopilot,
+            teacher_lane=teacher_lane,
         )
         self.llm = None if chat_model is None else LLMEscalationNode(chat_model, self.node)
         self.human = HumanEscalationNode(self.node)

@@ -1,0 +1,40 @@
+"""The autopilot: a gate that learns from the answers it escalates and takes over, question by question,
+only what it has been certified to answer (docs/autopilot.md).
+
+Needs numpy and scikit-learn (the ``autopilot`` extra); MiniLM sentence vectors need the ``model`` extra.
+Names load lazily.
+
+Example:
+    >>> from clef_agents.autopilot import Autopilot
+    >>> Autopilot(":memory:", embeddings=False, background=False).config.audit
+    0.05
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "pilot": ("Autopilot", "AutopilotConfig", "AutoDecision", "Serving", "question_key", "item_key",
+              "option_probabilities", "question_status"),
+    "store": ("LabelStore", "LABEL_SOURCES"),
+    "learner": ("Learner", "LearnerInputs", "fit_learner"),
+    "embedder": ("SentenceEmbedder",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,559 @@
+"""The autopilot: per gate and question, answer alone only where a certified learner allows, send the rest
+to the teacher, learn from every teacher answer off the request path, and withdraw when audits disagree.
+
+How one item goes (``Autopilot.decide``):
+
+1. An item the teacher already labelled (a resumed run, a retried request) gets that label: no second call.
+2. A seeded draw, fixed per item, puts it in the *certification sample* with probability ``warm_share`` while
+   the question is not certified (those items go to the teacher anyway, so the sample costs nothing) and
+   ``audit`` once it is (then a would-be-automatic item goes to the teacher too: an audit). The sample is a
+   uniform draw of the stream, independent of every score, so the agreement of automatic answers with the
+   teacher is estimated without the bias of escalated-only labels. It never trains a learner.
+3. With a certified version serving, an unsampled item whose learner confidence reaches the certified
+   threshold is answered automatically; everything else goes to the teacher lane.
+
+Learning (``Autopilot.retrain``, in a background thread unless ``background=False``): every
+``retrain_every`` new labels (sooner while there are few), fit the staged learner (``learner.fit_learner``) on
+the labels outside the sample, then certify it on the sample: the lowest threshold whose automatic answers
+disagree with the teacher at most ``1 - target`` of the time, at ``confidence``, by Learn-then-Test
+(``thresholds.fit_error_threshold``). The version is stored whole before it is swapped in (one reference
+assignment), so no request sees a half-loaded learner and a kill leaves the last stored version serving.
+
+Drift: each audit of a would-be-automatic item is checked; when the last ``drift_window`` audits hold more
+disagreements than ``1 - target`` allows (binomial tail below ``drift_alpha``), automatic answering of the
+question is withdrawn, and the sample restarts, until a later version is certified on new labels.
+
+Example:
+    >>> import numpy as np
+    >>> pilot = Autopilot(":memory:", embeddings=False, background=False)
+    >>> q = {"type": "noul", "instructions": "Is this urgent?"}
+    >>> pilot.decide("triage", "urgent", q, "site is down", [0.7, 0.3]).lane
+    'teacher'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clef_agents import wire
+from clef_agents.autopilot.learner import Learner, LearnerInputs, fit_learner
+from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AutopilotConfig:
+    """The autopilot's settings, with the defaults a ``DecisionNode`` uses (the tool gate asks 0.99).
+
+    Attributes:
+        target: the agreement with the teacher that automatic answers must reach (0.95: at most 1 in 20 differ).
+        confidence: how sure the certificate is that they do (0.9).
+        audit: the share of items sent to the teacher once a question is certified (also would-be-automatic ones).
+        warm_share: the share drawn into the certification sample while a question is not certified.
+        retrain_every: fit a new version after this many new labels (after 20, 40, 80 ... while there are fewer).
+        first_retrain: labels before the first fit.
+        train_window: at most this many of the newest training labels are fitted on.
+        cert_window: at most this many of the newest sampled labels certify a version.
+        drift_window: audits of automatic answers checked for drift.
+        drift_alpha: the binomial tail below which those audits withdraw automatic answering.
+        embeddings: give the learner the state's MiniLM sentence vector (a second, small forward per item).
+        learner_kinds: the learner kinds to choose among (``learner.KINDS``; ``("embedding",)`` is the
+            online-cascade baseline).
+        stop_learning_after: fit no new version once this many labels are in (None: learn on).
+        min_minority: certify only when the sample holds at least two answers given this many times each, so
+            a teacher that says one thing to everything never hands the gate over.
+        seed: the salt of the per-item draws.
+    """
+
+    target: float = 0.95
+    confidence: float = 0.9
+    audit: float = 0.05
+    warm_share: float = 0.3
+    retrain_every: int = 200
+    first_retrain: int = 20
+    train_window: int = 4000
+    cert_window: int = 2000
+    drift_window: int = 40
+    drift_alpha: float = 0.01
+    embeddings: bool = True
+    learner_kinds: tuple[str, ...] = ("model", "recalibrated", "learned")
+    stop_learning_after: int | None = None
+    min_minority: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("target", "confidence"):
+            value = getattr(self, name)
+            if not 0.5 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0.5, 1), got {value}")
+        for name in ("audit", "warm_share"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"{name} must be in (0, 1], got {value}")
+        for name in ("retrain_every", "first_retrain", "train_window", "cert_window", "drift_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass
+class AutoDecision:
+    """What the autopilot decided for one item of one question.
+
+    ``lane`` is ``auto`` (answer ``label`` alone), ``teacher`` (ask the teacher) or ``known`` (the teacher already
+    labelled this item: ``label`` is its answer, ``source`` who gave it). ``label`` is an option index.
+    """
+
+    item_key: str
+    question_key: str
+    lane: str
+    label: int
+    probability: float
+    marked: bool
+    version: int
+    reason: str
+    source: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision as plain JSON (kept in graph state)."""
+        return asdict(self)
+
+
+@dataclass
+class Serving:
+    """The version a question answers with: its learner, its certified threshold (None: not certified) and
+    whether drift withdrew it."""
+
+    version: int
+    learner: Learner
+    threshold: float | None
+    withdrawn: bool = False
+
+    @property
+    def active(self) -> bool:
+        """Whether this version may answer alone."""
+        return self.threshold is not None and not self.withdrawn
+
+
+@dataclass
+class _Question:
+    key: str
+    n_options: int
+    serving: Serving
+    since_seq: int = 0  # the certification sample starts after this item (moved by a withdrawal)
+    labels_at_fit: int = 0
+    labels_seen: int = 0
+    audits: list[bool] = field(default_factory=list)
+    retrain_pending: bool = False
+    last_retrain_s: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def question_key(gate: str, question_id: str, question: Any) -> str:
+    """The key a question's labels and versions are kept under: gate, id and a digest of its wording.
+
+    Example:
+        >>> question_key("triage", "urgent", {"type": "noul", "instructions": "Urgent?"})[:14]
+        'triage/urgent/'
+    """
+    body = json.dumps(wire.question_to_wire(wire.validate_questions({"q": question})["q"]), sort_keys=True)
+    return f"{gate}/{question_id}/{hashlib.sha256(body.encode()).hexdigest()[:12]}"
+
+
+def item_key(question_key: str, state_text: str) -> str:
+    """The key of one item: a question asked about one state."""
+    return hashlib.sha256(f"{question_key}\x00{state_text}".encode()).hexdigest()[:32]
+
+
+def uniform_draw(key: str, seed: int) -> float:
+    """A number in [0, 1) fixed by the item key and the seed (the same on a resume or another replica).
+
+    Example:
+        >>> uniform_draw("abc", 0) == uniform_draw("abc", 0)
+        True
+    """
+    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def option_probabilities(answer: Any) -> list[float]:
+    """A wire answer's probabilities in option order (yes/no as ``[p(yes), p(no)]``).
+
+    Example:
+        >>> option_probabilities({"type": "noul", "noul": 0.8})
+        [0.8, 0.19999999999999996]
+    """
+    if isinstance(answer, Mapping):
+        answer = _answer(answer)
+    return [float(p) for p in wire.answer_probabilities(answer)]
+
+
+def _answer(raw: Mapping[str, Any]) -> Any:
+    from langchain_core.decisions import ChoiceAnswer, NoulAnswer, ScoreAnswer  # noqa: PLC0415
+
+    kind = {"noul": NoulAnswer, "choice": ChoiceAnswer, "score": ScoreAnswer}[raw["type"]]
+    return kind.model_validate(dict(raw))
+
+
+def drift_p_value(errors: int, n: int, target: float) -> float:
+    """P(at least ``errors`` disagreements in ``n`` audits) if agreement were exactly ``target``.
+
+    Example:
+        >>> round(drift_p_value(4, 15, 0.95), 4)
+        0.0055
+    """
+    from clef_agents.thresholds.stats import binomial_cdf  # noqa: PLC0415
+
+    return 1.0 - binomial_cdf(errors - 1, n, 1.0 - target) if errors > 0 else 1.0
+
+
+class Autopilot:
+    """Learn from the teacher's answers and take over, question by question, what has been certified.
+
+    Args:
+        store: a ``LabelStore`` or its SQLite path (``":memory:"`` for a replay that keeps nothing).
+        config: an ``AutopilotConfig`` (or its fields as keywords).
+        teacher_model: an optional ``BaseDecisionModel`` that teaches (a bigger local model, a System One
+            server through ``RemoteDecisionModel``); the graph layer asks it before any LLM or person.
+        background: retrain in a worker thread (True) or inline, in the call that brings the label (False).
+        embedder: what turns states into sentence vectors (default: MiniLM, loaded on first use).
+
+    Example:
+        >>> pilot = Autopilot(":memory:", target=0.99, embeddings=False, background=False)
+        >>> pilot.config.target
+        0.99
+    """
+
+    def __init__(self, store: LabelStore | str | Path = "autopilot.sqlite", config: AutopilotConfig | None = None, *,
+                 teacher_model: Any = None, background: bool = True, embedder: Any = None, **settings: Any):
+        if config is not None and settings:
+            raise TypeError("give either config= or settings as keywords, not both")
+        self.config = config or AutopilotConfig(**settings)
+        self.store = store if isinstance(store, LabelStore) else LabelStore(store)
+        self.teacher_model = teacher_model
+        self.background = background
+        self._embedder = embedder
+        self._questions: dict[str, _Question] = {}
+        self._lock = threading.Lock()
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._idle = threading.Condition()
+        self._busy = 0
+
+    def __repr__(self) -> str:
+        return f"Autopilot({self.store!r}, target={self.config.target}, confidence={self.config.confidence})"
+
+    # ------------------------------------------------------------------ features
+
+    @property
+    def embedder(self) -> Any:
+        """The sentence embedder (created on first use when the config asks for embeddings)."""
+        if self._embedder is None and self.config.embeddings:
+            from clef_agents.autopilot.embedder import SentenceEmbedder  # noqa: PLC0415
+
+            self._embedder = SentenceEmbedder()
+        return self._embedder
+
+    def inputs(self, texts: Sequence[str], model_probs: Sequence[Sequence[float]], with_embeddings: bool) -> LearnerInputs:
+        """What a learner reads for these items."""
+        vectors = self.embedder.embed(list(texts)) if with_embeddings and self.config.embeddings else None
+        return LearnerInputs(texts=list(texts), model_probs=np.asarray(model_probs, dtype=np.float64), embeddings=vectors)
+
+    # ------------------------------------------------------------------ questions
+
+    def _question(self, gate: str, question_id: str, question: Any) -> _Question:
+        typed = wire.validate_questions({question_id: question})[question_id]
+        key = question_key(gate, question_id, typed)
+        with self._lock:
+            found = self._questions.get(key)
+            if found is None:
+                self.store.add_question(key, gate, question_id, wire.question_to_wire(typed))
+                found = self._load_question(key, len(wire.option_names(typed)))
+                self._questions[key] = found
+        return found
+
+    def _load_question(self, key: str, n_options: int) -> _Question:
+        """A question's state from the store: its newest certified version (or the model's answer)."""
+        serving = Serving(0, Learner.model_answer(n_options), None)
+        since = 0
+        for version in self.store.versions(key):
+            if version.certified:
+                serving = Serving(version.version, Learner.from_bytes(version.params), version.threshold)
+        for event in self.store.events(key):
+            if event["kind"] == "withdrawn" and event["detail"].get("version") == serving.version:
+                serving.withdrawn = True
+            if event["kind"] == "withdrawn":
+                since = int(event["detail"].get("seq", since))
+        labelled = len(self.store.labelled(key))
+        latest = self.store.latest_version(key)
+        at_fit = int(latest.report.get("labels", 0)) if latest else 0
+        return _Question(key, n_options, serving, since_seq=since, labels_at_fit=at_fit, labels_seen=labelled)
+
+    def _known_question(self, key: str) -> _Question:
+        """A question this process has not asked yet but the store knows (a label after a restart)."""
+        found = next((q for q in self.store.questions() if q["question_key"] == key), None)
+        if found is None:
+            raise KeyError(f"no question {key!r} in {self.store!r}")
+        return self._question(found["gate"], found["question_id"], found["question"])
+
+    # ------------------------------------------------------------------ the request path
+
+    def decide(self, gate: str, question_id: str, question: Any, state_text: str,
+               model_probs: Sequence[float]) -> AutoDecision:
+        """Decide one item: answer alone (``auto``), ask the teacher (``teacher``) or reuse its label (``known``).
+
+        The same item decided again (a resume, a retry, another replica) gets the same decision.
+        """
+        q = self._question(gate, question_id, question)
+        probs = [float(p) for p in model_probs]
+        if len(probs) != q.n_options:
+            raise ValueError(f"{len(probs)} model probabilities for {q.n_options} options of {q.key}")
+        key = item_key(q.key, state_text)
+        known = self.store.label(key)
+        stored = self.store.item(key)
+        if known is not None:
+            return AutoDecision(key, q.key, "known", known[0], 1.0, bool(stored and stored.marked),
+                                stored.version if stored else q.serving.version,
+                                f"autopilot: the teacher ({known[1]}) already labelled this item; not asked again",
+                                source=known[1])
+        if stored is not None:
+            return self._repeat(stored, q)
+        serving = q.serving
+        marked = uniform_draw(key, self.config.seed) < (self.config.audit if serving.active else self.config.warm_share)
+        scored = serving.learner.predict_proba(self.inputs([state_text], [probs], serving.learner.use_embeddings))[0]
+        label, probability = int(np.argmax(scored)), float(np.max(scored))
+        eligible = serving.active and probability >= serving.threshold  # type: ignore[operator]
+        lane = "auto" if eligible and not marked else "teacher"
+        self.store.add_item(ItemRecord(key, q.key, state_text, probs, marked, eligible, lane,
+                                       label if lane == "auto" else (label if eligible else None), serving.version))
+        return AutoDecision(key, q.key, lane, label, probability, marked, serving.version,
+                            _reason(lane, marked, eligible, serving, probability))
+
+    def _repeat(self, stored: ItemRecord, q: _Question) -> AutoDecision:
+        label = stored.auto_label if stored.auto_label is not None else int(np.argmax(stored.model_probs))
+        reason = "autopilot: decided before (a resume or a retry): " + (
+            "answered automatically" if stored.lane == "auto" else "waiting for the teacher")
+        return AutoDecision(stored.item_key, q.key, stored.lane, label, float(max(stored.model_probs)),
+                            stored.marked, stored.version, reason)
+
+    # ------------------------------------------------------------------ teacher answers
+
+    def record_label(self, item: str, label: int, source: str) -> bool:
+        """Keep a teacher's answer (an option index) to an item the autopilot routed; False when the item had a
+        label already. May start a retrain, and checks audits for drift."""
+        stored = self.store.item(item)
+        if stored is None:
+            raise KeyError(f"no item {item!r} in {self.store!r}: labels are kept only for items the autopilot routed")
+        q = self._questions.get(stored.question_key) or self._known_question(stored.question_key)
+        if not 0 <= int(label) < q.n_options:
+            raise ValueError(f"label {label} is not an option index of {q.key} (0..{q.n_options - 1})")
+        if not self.store.add_label(item, int(label), source):
+            return False
+        with q.lock:
+            q.labels_seen += 1
+            if stored.marked and stored.eligible and stored.version == q.serving.version and q.serving.active:
+                self._check_drift(q, stored.auto_label == int(label))
+        self._retrain_if_due(q)
+        return True
+
+    def _retrain_if_due(self, q: _Question) -> None:
+        with q.lock:
+            due = q.labels_seen - q.labels_at_fit >= self._retrain_gap(q) and not q.retrain_pending
+            if due:
+                q.retrain_pending = True
+        if due:
+            self._schedule(q.key)
+
+    def record_failure(self, item: str, source: str, error: str) -> None:
+        """Keep a teacher answer that failed, timed out or fell outside the options: it never becomes a label."""
+        self.store.add_failure(item, source, error)
+
+    def _retrain_gap(self, q: _Question) -> int:
+        if q.labels_at_fit == 0:
+            return self.config.first_retrain
+        return min(self.config.retrain_every, max(self.config.first_retrain, q.labels_at_fit))
+
+    def _check_drift(self, q: _Question, agreed: bool) -> None:
+        q.audits.append(agreed)
+        window = q.audits[-self.config.drift_window:]
+        errors = len(window) - sum(window)
+        p = drift_p_value(errors, len(window), self.config.target)
+        if p < self.config.drift_alpha:
+            seq = self.store.latest_seq(q.key)
+            q.serving.withdrawn = True
+            q.since_seq = seq
+            q.audits = []
+            self.store.add_event(q.key, "withdrawn", {"version": q.serving.version, "seq": seq, "audits": len(window),
+                                                      "disagreements": errors, "p_value": p})
+            logger.warning("autopilot: %s withdrawn from automatic answering: %d of the last %d audits disagreed "
+                           "with the teacher (p = %.3g)", q.key, errors, len(window), p)
+
+    # ------------------------------------------------------------------ learning
+
+    def _schedule(self, key: str) -> None:
+        if not self.background:
+            self.retrain(key)
+            return
+        with self._idle:
+            self._busy += 1
+        self._queue.put(key)
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._work, name="autopilot-learner", daemon=True)
+            self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            key = self._queue.get()
+            if key is None:
+                return
+            try:
+                self.retrain(key)
+                self._retrain_if_due(self._questions[key])  # labels that came in while it trained
+            except Exception:  # a failed retrain leaves the serving version as it is
+                logger.exception("autopilot: retraining %s failed; the serving version stays", key)
+                with self._questions[key].lock:
+                    self._questions[key].retrain_pending = False
+            finally:
+                with self._idle:
+                    self._busy -= 1
+                    self._idle.notify_all()
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no retrain is queued or running; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout=timeout)
+
+    def close(self) -> None:
+        """Stop the worker after the retrains queued so far."""
+        if self._worker is not None and self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join()
+
+    def retrain(self, key: str) -> VersionRecord:
+        """Fit a new version of a question on its labels, certify it on the sample, store it, swap it in when
+        certified, and return it."""
+        q = self._questions[key]
+        started = time.perf_counter()
+        items = self.store.labelled(key)
+        train = [i for i in items if not i.marked][-self.config.train_window:]
+        sample = [i for i in items if i.marked and i.seq > q.since_seq][-self.config.cert_window:]
+        learner = self._frozen_learner(key) or self._fit(train, q.n_options)
+        certificate = self.certify(learner, sample)
+        version = max([v.version for v in self.store.versions(key)] + [0]) + 1
+        report = {"labels": len(items), "last_seq": items[-1].seq if items else 0, "train": len(train), "sample": len(sample), "kind": learner.kind,
+                  "learner": learner.info, "certificate": certificate, "seconds": round(time.perf_counter() - started, 3)}
+        record = VersionRecord(key, version, learner.kind, certificate["threshold"], certificate["certified"],
+                               report, learner.to_bytes(), time.time())
+        self.store.add_version(record)
+        with q.lock:
+            q.labels_at_fit = len(items)
+            q.retrain_pending = False
+            q.last_retrain_s = report["seconds"]
+            if record.certified:
+                q.serving = Serving(version, learner, record.threshold)
+                q.audits = []
+        self.store.add_event(key, "certified" if record.certified else "retrained",
+                             {"version": version, "threshold": record.threshold, "kind": learner.kind,
+                              "labels": len(items)})
+        return record
+
+    def _fit(self, train: Sequence[Any], n_options: int) -> Learner:
+        if not train:
+            return Learner.model_answer(n_options)
+        inputs = self.inputs([i.state_text for i in train], [i.model_probs for i in train], self.config.embeddings)
+        return fit_learner(inputs, np.array([i.label for i in train]), n_options, kinds=self.config.learner_kinds,
+                           use_embeddings=self.config.embeddings)
+
+    def _frozen_learner(self, key: str) -> Learner | None:
+        """With ``stop_learning_after`` labels reached at the last fit, that learner, to be certified again on the
+        grown sample (no new fit)."""
+        limit = self.config.stop_learning_after
+        latest = self.store.latest_version(key)
+        if limit is None or latest is None or latest.report["labels"] < limit:
+            return None
+        return Learner.from_bytes(latest.params)
+
+    def certify(self, learner: Learner, sample: Sequence[Any]) -> dict[str, Any]:
+        """The lowest threshold at which the learner's answers agree with the teacher's labels of the sample at
+        least at ``target``, with ``confidence`` (Learn-then-Test); ``threshold`` None when none certifies."""
+        from clef_agents.thresholds.stats import fit_error_threshold  # noqa: PLC0415
+
+        if not sample:
+            return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
+        counts = np.bincount([i.label for i in sample], minlength=learner.n_options)
+        if np.sort(counts)[-2] < self.config.min_minority:
+            return {"certified": False, "threshold": None, "sample": len(sample), "reason":
+                    f"the teacher gave one answer to nearly everything in the sample ({counts.tolist()}); at least two "
+                    f"answers given {self.config.min_minority} times each are needed"}
+        inputs = self.inputs([i.state_text for i in sample], [i.model_probs for i in sample], learner.use_embeddings)
+        probs = learner.predict_proba(inputs)
+        labels = np.array([i.label for i in sample])
+        fit = fit_error_threshold(probs.max(axis=1), probs.argmax(axis=1) == labels, target=1.0 - self.config.target,
+                                  delta=1.0 - self.config.confidence, seed=len(sample))
+        return {"certified": bool(fit.certified), "threshold": float(fit.threshold) if fit.certified else None,
+                "accepted": int(fit.accepted), "disagreements": int(fit.errors), "sample": len(sample),
+                "reason": fit.reason}
+
+    # ------------------------------------------------------------------ reading
+
+    def serving(self, gate: str, question_id: str, question: Any) -> Serving:
+        """The version a question answers with now."""
+        return self._question(gate, question_id, question).serving
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per question: labels by source, teacher calls saved, the certified threshold and bound, the version,
+        the last retrain and the drift state."""
+        return question_status(self.store, self._questions)
+
+
+def question_status(store: LabelStore, live: Mapping[str, _Question] | None = None) -> list[dict[str, Any]]:
+    """The ``status`` rows of every question in a store (``live`` adds what this process holds in memory)."""
+    rows = []
+    for question in store.questions():
+        key = question["question_key"]
+        counts = store.counts(key)
+        versions = store.versions(key)
+        certified = [v for v in versions if v.certified]
+        events = store.events(key)
+        withdrawn = bool(certified) and any(e["kind"] == "withdrawn" and e["detail"].get("version") == certified[-1].version
+                                            for e in events)
+        auto = counts["lanes"].get("auto", 0)
+        rows.append({
+            "question": key, "gate": question["gate"], "question_id": question["question_id"],
+            "items": counts["items"], "automatic": auto, "teacher_calls_saved": auto,
+            "saved_share": auto / counts["items"] if counts["items"] else 0.0,
+            "labels": counts["labels"], "failed_teacher_answers": counts["failures"],
+            "version": certified[-1].version if certified else None,
+            "threshold": certified[-1].threshold if certified else None,
+            "certificate": certified[-1].report.get("certificate") if certified else None,
+            "last_retrain": versions[-1].created_at if versions else None,
+            "last_retrain_seconds": versions[-1].report.get("seconds") if versions else None,
+            "versions": len(versions),
+            "state": "not certified" if not certified else ("withdrawn (drift)" if withdrawn else "certified"),
+        })
+    return rows
+
+
+def _reason(lane: str, marked: bool, eligible: bool, serving: Serving, probability: float) -> str:
+    if lane == "auto":
+        return (f"autopilot: version {serving.version} says p={probability:.3f} >= its certified threshold "
+                f"{serving.threshold:.3f}: decided automatically")
+    if marked and eligible:
+        return f"autopilot: would answer alone (p={probability:.3f}) but drawn for an audit: ask the teacher"
+    if serving.withdrawn:
+        return f"autopilot: version {serving.version} was withdrawn after audits disagreed: ask the teacher"
+    if serving.threshold is None:
+        return "autopilot: this question is not certified yet: ask the teacher (its answer becomes a label)"
+    return (f"autopilot: p={probability:.3f} < the certified threshold {serving.threshold:.3f}: ask the teacher")

@@ -1,0 +1,296 @@
+"""Where the autopilot keeps what it must never lose: every item it routed, every teacher label, every failed
+teacher answer, every learner version it fitted and every certification or withdrawal.
+
+A SQLite file by default (WAL, a commit per write, ``synchronous=FULL``), so a process killed at any point
+keeps every label written before the kill; several processes (server replicas) may share one file. Labels
+are option indices (``wire.label_index``): for a yes/no question 0 is yes.
+
+Example:
+    >>> import tempfile, os
+    >>> store = LabelStore(os.path.join(tempfile.mkdtemp(), "autopilot.sqlite"))
+    >>> store.add_item(ItemRecord("k1", "triage/urgent/ab12", "site down", [0.4, 0.6], marked=False,
+    ...                           eligible=False, lane="teacher", auto_label=None, version=0))
+    True
+    >>> store.add_label("k1", 0, "llm"), store.label("k1")
+    (True, (0, 'llm'))
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LABEL_SOURCES = ("llm", "human", "human_edit", "approval", "rejection", "model", "gold")
+"""Who may label an item: an escalation LLM, a person (a review, an edit, a tool approval or rejection), a
+bigger decision model, or a replayed gold label. The model's own automatic answers never label."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_key TEXT NOT NULL UNIQUE,
+    question_key TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    state_text TEXT NOT NULL,
+    model_probs TEXT NOT NULL,
+    marked INTEGER NOT NULL,
+    eligible INTEGER NOT NULL,
+    lane TEXT NOT NULL,
+    auto_label INTEGER,
+    version INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS items_question ON items (question_key, seq);
+CREATE TABLE IF NOT EXISTS labels (
+    item_key TEXT PRIMARY KEY,
+    label INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS failures (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_key TEXT NOT NULL,
+    source TEXT NOT NULL,
+    error TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS versions (
+    question_key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    threshold REAL,
+    certified INTEGER NOT NULL,
+    report TEXT NOT NULL,
+    params BLOB NOT NULL,
+    PRIMARY KEY (question_key, version)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    question_key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS questions (
+    question_key TEXT PRIMARY KEY,
+    gate TEXT NOT NULL,
+    question_id TEXT NOT NULL,
+    question_json TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+@dataclass
+class ItemRecord:
+    """One routed item: which question, the state it was asked about, what the model said, whether it was
+    drawn for the certification sample (``marked``), whether the serving learner would have answered it alone
+    (``eligible``), the lane it went to, the automatic label (when automatic) and the learner version."""
+
+    item_key: str
+    question_key: str
+    state_text: str
+    model_probs: list[float]
+    marked: bool
+    eligible: bool
+    lane: str
+    auto_label: int | None
+    version: int
+
+
+@dataclass
+class LabelledItem:
+    """An item with its teacher label, as the learner and the certifier read it."""
+
+    seq: int
+    item_key: str
+    state_text: str
+    model_probs: list[float]
+    marked: bool
+    eligible: bool
+    auto_label: int | None
+    version: int
+    label: int
+    source: str
+
+
+@dataclass
+class VersionRecord:
+    """A fitted learner version of a question and whether (and at which threshold) it was certified."""
+
+    question_key: str
+    version: int
+    kind: str
+    threshold: float | None
+    certified: bool
+    report: dict[str, Any]
+    params: bytes
+    created_at: float
+
+
+class LabelStore:
+    """The autopilot's durable store (SQLite; ``":memory:"`` for a replay that needs no file).
+
+    Safe to share between the threads of one process; several processes may write to one file.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self._lock = threading.RLock()
+        memory = self.path == ":memory:"
+        if not memory:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        with self._lock:
+            if not memory:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.executescript(_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"LabelStore({self.path!r})"
+
+    def close(self) -> None:
+        """Close the connection (the file stays)."""
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    # ------------------------------------------------------------------ writing
+
+    def add_question(self, question_key: str, gate: str, question_id: str, question: dict[str, Any]) -> None:
+        """Remember which gate and question (in wire form) a question key stands for."""
+        with self._tx() as conn:
+            conn.execute("INSERT OR IGNORE INTO questions VALUES (?, ?, ?, ?, ?)",
+                         (question_key, gate, question_id, json.dumps(question, sort_keys=True), time.time()))
+
+    def add_item(self, item: ItemRecord) -> bool:
+        """Store a routed item; False when the item was stored before (the first record stands)."""
+        with self._tx() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO items (item_key, question_key, created_at, state_text, model_probs, marked, "
+                "eligible, lane, auto_label, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (item.item_key, item.question_key, time.time(), item.state_text, json.dumps(item.model_probs),
+                 int(item.marked), int(item.eligible), item.lane, item.auto_label, item.version),
+            )
+            return cursor.rowcount == 1
+
+    def add_label(self, item_key: str, label: int, source: str) -> bool:
+        """Store a teacher's label of an item; False when it already had one (the first label stands)."""
+        if source not in LABEL_SOURCES:
+            raise ValueError(f"label source must be one of {', '.join(LABEL_SOURCES)}, got {source!r}")
+        with self._tx() as conn:
+            cursor = conn.execute("INSERT OR IGNORE INTO labels VALUES (?, ?, ?, ?)",
+                                  (item_key, int(label), source, time.time()))
+            return cursor.rowcount == 1
+
+    def add_failure(self, item_key: str, source: str, error: str) -> None:
+        """Record a teacher answer that failed, timed out or fell outside the question's options (never a label)."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO failures (item_key, source, error, created_at) VALUES (?, ?, ?, ?)",
+                         (item_key, source, error[:500], time.time()))
+
+    def add_version(self, record: VersionRecord) -> None:
+        """Store a fitted learner version (in one transaction: it is there whole or not at all)."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (record.question_key, record.version, record.created_at, record.kind, record.threshold,
+                          int(record.certified), json.dumps(record.report), record.params))
+
+    def add_event(self, question_key: str, kind: str, detail: dict[str, Any]) -> None:
+        """Record a certification, a withdrawal, a retrain or a reset."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, ?, ?, ?)",
+                         (question_key, kind, json.dumps(detail), time.time()))
+
+    def reset(self, question_key: str) -> int:
+        """Forget a question's versions (its labels stay, so a new learner starts from them); returns how many."""
+        with self._tx() as conn:
+            removed = conn.execute("DELETE FROM versions WHERE question_key = ?", (question_key,)).rowcount
+            conn.execute("INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, 'reset', '{}', ?)",
+                         (question_key, time.time()))
+            return int(removed)
+
+    # ------------------------------------------------------------------ reading
+
+    def label(self, item_key: str) -> tuple[int, str] | None:
+        """An item's teacher label and its source, or None."""
+        rows = self._rows("SELECT label, source FROM labels WHERE item_key = ?", (item_key,))
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def item(self, item_key: str) -> ItemRecord | None:
+        """A routed item, or None."""
+        rows = self._rows("SELECT item_key, question_key, state_text, model_probs, marked, eligible, lane, auto_label, "
+                          "version FROM items WHERE item_key = ?", (item_key,))
+        if not rows:
+            return None
+        r = rows[0]
+        return ItemRecord(r[0], r[1], r[2], json.loads(r[3]), bool(r[4]), bool(r[5]), r[6], r[7], int(r[8]))
+
+    def labelled(self, question_key: str, since_seq: int = 0) -> list[LabelledItem]:
+        """A question's labelled items after ``since_seq``, in arrival order."""
+        rows = self._rows(
+            "SELECT i.seq, i.item_key, i.state_text, i.model_probs, i.marked, i.eligible, i.auto_label, i.version, "
+            "l.label, l.source FROM items i JOIN labels l ON l.item_key = i.item_key "
+            "WHERE i.question_key = ? AND i.seq > ? ORDER BY i.seq", (question_key, since_seq))
+        return [LabelledItem(int(r[0]), r[1], r[2], json.loads(r[3]), bool(r[4]), bool(r[5]), r[6], int(r[7]),
+                             int(r[8]), r[9]) for r in rows]
+
+    def latest_seq(self, question_key: str) -> int:
+        """The arrival number of a question's newest item (0 when none)."""
+        rows = self._rows("SELECT MAX(seq) FROM items WHERE question_key = ?", (question_key,))
+        return int(rows[0][0] or 0)
+
+    def versions(self, question_key: str) -> list[VersionRecord]:
+        """A question's learner versions, oldest first."""
+        rows = self._rows("SELECT question_key, version, kind, threshold, certified, report, params, created_at "
+                          "FROM versions WHERE question_key = ? ORDER BY version", (question_key,))
+        return [VersionRecord(r[0], int(r[1]), r[2], r[3], bool(r[4]), json.loads(r[5]), bytes(r[6]), r[7])
+                for r in rows]
+
+    def latest_version(self, question_key: str) -> VersionRecord | None:
+        """A question's newest version, or None."""
+        rows = self._rows("SELECT MAX(version) FROM versions WHERE question_key = ?", (question_key,))
+        if rows[0][0] is None:
+            return None
+        return next(v for v in self.versions(question_key) if v.version == int(rows[0][0]))
+
+    def events(self, question_key: str | None = None) -> list[dict[str, Any]]:
+        """Certifications, withdrawals, retrains and resets, oldest first."""
+        where, params = ("WHERE question_key = ?", (question_key,)) if question_key else ("", ())
+        rows = self._rows(f"SELECT question_key, kind, detail, created_at FROM events {where} ORDER BY id", params)
+        return [{"question_key": r[0], "kind": r[1], "detail": json.loads(r[2]), "created_at": r[3]} for r in rows]
+
+    def questions(self) -> list[dict[str, Any]]:
+        """Every question the store has seen: its key, gate, id and wire form."""
+        rows = self._rows("SELECT question_key, gate, question_id, question_json FROM questions ORDER BY created_at")
+        return [{"question_key": r[0], "gate": r[1], "question_id": r[2], "question": json.loads(r[3])} for r in rows]
+
+    def counts(self, question_key: str) -> dict[str, Any]:
+        """Items, lanes, labels by source and failed teacher answers of a question."""
+        lanes = dict(self._rows("SELECT lane, COUNT(*) FROM items WHERE question_key = ? GROUP BY lane", (question_key,)))
+        sources = dict(self._rows("SELECT l.source, COUNT(*) FROM labels l JOIN items i ON i.item_key = l.item_key "
+                                  "WHERE i.question_key = ? GROUP BY l.source", (question_key,)))
+        failures = self._rows("SELECT COUNT(*) FROM failures f JOIN items i ON i.item_key = f.item_key "
+                              "WHERE i.question_key = ?", (question_key,))[0][0]
+        return {"items": sum(lanes.values()), "lanes": lanes, "labels": sources, "failures": int(failures)}

@@ -1,0 +1,136 @@
+"""The autopilot: it never acts before it is certified, certifies a learnable question from its teacher's
+answers, never certifies a teacher that says one thing or answers at random, withdraws on drift, keeps every
+label across a restart, and asks no teacher twice for one item."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clef_agents.autopilot import Autopilot, LabelStore
+from clef_agents.autopilot.replay import Stream, replay
+
+QUESTION = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "tech": None, "sales": None}}
+WORDS = (["invoice", "refund", "charge", "payment"], ["crash", "error", "bug", "login"], ["price", "demo", "quote", "plan"])
+
+
+def synthetic_stream(n: int, seed: int = 0, flip_at: int | None = None) -> Stream:
+    """Texts whose words give their team away; after ``flip_at`` the teams' words swap (a drift)."""
+    rng = np.random.default_rng(seed)
+    texts, gold = [], []
+    for i in range(n):
+        label = int(rng.integers(3))
+        words = WORDS[(label + 1) % 3 if flip_at is not None and i >= flip_at else label]
+        filler = [f"w{int(x)}" for x in rng.integers(0, 400, 6)]
+        texts.append(" ".join([*rng.choice(words, 2), *filler, f"#{i}"]))
+        gold.append(label)
+    return Stream(texts, np.full((n, 3), 1 / 3), np.array(gold))
+
+
+def pilot(**settings) -> Autopilot:
+    return Autopilot(":memory:", background=False, embeddings=False, **settings)
+
+
+def test_nothing_is_automatic_before_certification_and_a_learnable_question_is_certified():
+    stream = synthetic_stream(1500)
+    ap = pilot()
+    result = replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    first = result.summary()["first_automatic_item"]
+    key = ap.store.questions()[0]["question_key"]
+    certified = [v for v in ap.store.versions(key) if v.certified]
+    assert certified, "a question whose words give the answer away must get certified"
+    assert first is not None and first > certified[0].report["last_seq"] - 1
+    assert not (result.lanes[:first] == "auto").any()
+    summary = result.summary()
+    assert summary["teacher_share_last"] < 0.3
+    assert summary["automatic_agreement"] >= 0.95
+
+
+@pytest.mark.parametrize("teacher_kind", ["always billing", "random"])
+def test_a_teacher_that_says_one_thing_or_answers_at_random_never_gets_the_gate_certified(teacher_kind):
+    stream = synthetic_stream(1200, seed=1)
+    rng = np.random.default_rng(5)
+    answers = np.zeros(len(stream), dtype=int) if teacher_kind == "always billing" else rng.integers(0, 3, len(stream))
+    ap = pilot()
+    result = replay(ap, QUESTION, stream, lambda i: int(answers[i]))
+    assert not (result.lanes == "auto").any()
+    key = ap.store.questions()[0]["question_key"]
+    assert ap.store.versions(key) and not any(v.certified for v in ap.store.versions(key))
+
+
+def test_drift_withdraws_automatic_answering_and_a_later_version_is_certified_again():
+    stream = synthetic_stream(4000, seed=2, flip_at=2000)
+    ap = pilot()
+    result = replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    key = ap.store.questions()[0]["question_key"]
+    withdrawn = [e["detail"]["seq"] for e in ap.store.events(key) if e["kind"] == "withdrawn"]
+    assert withdrawn and 2000 < withdrawn[0] <= 2300
+    after = [v.report["last_seq"] for v in ap.store.versions(key) if v.certified and v.report["last_seq"] > withdrawn[0]]
+    assert after, "the question must be certified again on labels after the change"
+    assert (result.lanes[after[0] + 1 :] == "auto").any()
+
+
+def test_labels_versions_and_decisions_survive_a_restart(tmp_path):
+    path = tmp_path / "autopilot.sqlite"
+    stream = synthetic_stream(900, seed=3)
+    first = Autopilot(path, background=False, embeddings=False)
+    replay(first, QUESTION, stream, lambda i: int(stream.gold[i]))
+    key = first.store.questions()[0]["question_key"]
+    labelled = {i.item_key: i.label for i in first.store.labelled(key)}
+    serving = first.serving("replay", "q", QUESTION)
+    first.store.close()
+
+    again = Autopilot(path, background=False, embeddings=False)
+    assert {i.item_key: i.label for i in again.store.labelled(key)} == labelled
+    assert again.serving("replay", "q", QUESTION).version == serving.version
+    assert again.serving("replay", "q", QUESTION).threshold == serving.threshold
+    # an item the teacher labelled before the restart is not asked again
+    labelled_text = next(i.state_text for i in again.store.labelled(key))
+    decision = again.decide("replay", "q", QUESTION, labelled_text, [1 / 3] * 3)
+    assert decision.lane == "known" and decision.source == "gold"
+
+
+def test_a_failed_teacher_answer_is_recorded_and_never_becomes_a_label():
+    ap = pilot()
+    decision = ap.decide("g", "q", QUESTION, "the invoice is wrong", [1 / 3] * 3)
+    ap.record_failure(decision.item_key, "llm", "TimeoutError: no answer in 30 s")
+    assert ap.store.label(decision.item_key) is None
+    assert ap.store.counts(decision.question_key)["failures"] == 1
+    with pytest.raises(ValueError, match="label source must be one of"):
+        ap.record_label(decision.item_key, 0, "auto")
+    with pytest.raises(ValueError, match="not an option index"):
+        ap.record_label(decision.item_key, 3, "llm")
+
+
+def test_the_same_item_decided_twice_gets_the_same_decision_and_the_first_label_stands():
+    ap = pilot()
+    once = ap.decide("g", "q", QUESTION, "refund my charge", [0.5, 0.3, 0.2])
+    twice = ap.decide("g", "q", QUESTION, "refund my charge", [0.5, 0.3, 0.2])
+    assert (once.item_key, once.lane, once.marked) == (twice.item_key, twice.lane, twice.marked)
+    assert ap.record_label(once.item_key, 0, "human") is True
+    assert ap.record_label(once.item_key, 1, "llm") is False
+    assert ap.store.label(once.item_key) == (0, "human")
+
+
+def test_background_retraining_swaps_a_certified_version_in_without_blocking_decisions():
+    stream = synthetic_stream(1200, seed=4)
+    ap = Autopilot(":memory:", background=True, embeddings=False)
+    replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    assert ap.wait_idle(timeout=60)
+    assert ap.serving("replay", "q", QUESTION).active
+    ap.close()
+
+
+def test_config_errors_say_what_is_allowed():
+    with pytest.raises(ValueError, match=r"target must be in \[0.5, 1\)"):
+        Autopilot(":memory:", target=1.0)
+    with pytest.raises(ValueError, match=r"audit must be in \(0, 1\]"):
+        Autopilot(":memory:", audit=0)
+    with pytest.raises(ValueError, match="3 model probabilities for 2 options"):
+        pilot().decide("g", "q", {"type": "noul", "instructions": "Spam?"}, "x", [0.2, 0.3, 0.5])
+
+
+def test_store_refuses_a_label_for_an_item_it_never_routed(tmp_path):
+    ap = Autopilot(LabelStore(tmp_path / "s.sqlite"), background=False, embeddings=False)
+    with pytest.raises(KeyError, match="labels are kept only for items the autopilot routed"):
+        ap.record_label("nope", 0, "llm")
