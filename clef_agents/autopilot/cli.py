@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     replay.add_argument("--audit", type=float, default=0.05, help="share of items audited once certified (0.05)")
     replay.add_argument("--no-embeddings", action="store_true", help="learn from words and the model's answer only")
     replay.add_argument("--teacher-log", type=Path, default=None,
-                        help="append each teacher call's item key here, synced, before its label is kept")
+                        help="append each teacher call's item key and time here, synced, before its label is kept")
     replay.add_argument("--plot", type=Path, default=None, help="draw the teacher-call share along the stream (PNG)")
     replay.add_argument("--json", action="store_true", help="print the summary as JSON")
     replay.set_defaults(func=_replay)
@@ -155,7 +156,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     def logged(key: str) -> None:
         if log is not None:
-            log.write(f"{key}\n")
+            log.write(f"{key} {time.time()}\n")
             log.flush()
             os.fsync(log.fileno())
 
