@@ -136,6 +136,18 @@ def test_lane_vocabulary_is_declared_once_and_used_by_state_and_traces(tmp_path)
         traces.record_outcome(traces.decisions()[0]["trace_id"], QUESTION_ID, True, "allow")
 
 
+
+def test_a_verdict_and_its_auto_outcome_are_written_in_one_transaction(tmp_path):
+    import sqlite3
+
+    traces = TraceStore(tmp_path / "t.sqlite")
+    with sqlite3.connect(traces.path) as conn:  # a fault between the decision's write and its outcome's write
+        conn.execute("CREATE TRIGGER fail_outcomes BEFORE INSERT ON outcomes BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+    gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5, block_at=0.97, traces=traces)
+    with pytest.raises(sqlite3.DatabaseError, match="injected fault"):
+        agent_graph(gate, [call(5)]).invoke({"messages": [HumanMessage("pay")]}, cfg("tx"))
+    assert traces.count() == 0, "no verdict decided automatically is left without its outcome"
+
 def test_gate_state_is_text_data_with_the_proposed_call_first():
     model = FakeDecisionModel(answers={QUESTION_ID: 0.01})
     gate = ToolGate(model)

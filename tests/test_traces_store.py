@@ -120,3 +120,49 @@ def test_a_killed_run_loses_no_recorded_decision(tmp_path):
     assert {f"message {i}" for i in range(done + 1)} <= texts
     assert len(store.export_records()) == store.count() >= done + 1
     assert Path(db).exists()
+
+
+def _fail_outcome_writes(db: Path) -> None:
+    """Inject a fault between a decision's write and its outcomes' write: every insert into outcomes aborts."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER fail_outcomes BEFORE INSERT ON outcomes BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+        )
+
+
+def test_a_decision_and_its_auto_outcomes_are_written_in_one_transaction(tmp_path, capsys):
+    import sqlite3
+
+    store = TraceStore(tmp_path / "traces.sqlite")
+    node = DecisionNode(FakeDecisionModel(answers={"spam": 0.99, "topic": {"sport": 0.5, "news": 0.25, "other": 0.25}}),
+                        QUESTIONS, name="mod", input="text", traces=store)
+    node.invoke({"text": "first"})
+    assert cli_main(["traces", "show", str(store.path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["decisions"] == 1 and shown["open"] == 1, "spam was decided automatically, topic waits (llm lane)"
+
+    _fail_outcome_writes(store.path)
+    with pytest.raises(sqlite3.DatabaseError, match="injected fault"):
+        node.invoke({"text": "second"})
+    assert cli_main(["traces", "show", str(store.path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["decisions"] == 1, "the decision whose auto outcome could not be written was not kept either"
+    assert shown["open"] == 1, "no automatically decided question shows as open"
+    assert [d["state"] for d in store.decisions()] == ["first"]
+
+
+def test_record_decision_outcomes_say_what_is_wrong(tmp_path):
+    store = TraceStore(tmp_path / "traces.sqlite")
+    decision = dict(trace_id="t", gate="g", input_hash="h", state="hi", questions={"spam": Noul(instructions="Spam?")},
+                    response={"model": "fake", "answers": {}}, route={})
+    with pytest.raises(ValueError, match="source must be one of auto, llm, human, got 'robot'"):
+        store.record_decision(**decision, outcomes={"spam": {"label": True, "source": "robot"}})
+    with pytest.raises(ValueError, match="outcome of 'spam' must be a mapping with 'label' and 'source'"):
+        store.record_decision(**decision, outcomes={"spam": True})
+    with pytest.raises(ValueError, match=r"unknown keys \['lane'\]; allowed: label, source, detail"):
+        store.record_decision(**decision, outcomes={"spam": {"label": True, "source": "auto", "lane": "auto"}})
+    assert store.count() == 0, "nothing is written when an outcome is refused"
+    store.record_decision(**decision, outcomes={"spam": {"label": True, "source": "auto"}})
+    assert store.get("t")["outcomes"] == {"spam": {"label": True, "source": "auto", "detail": {}}}

@@ -397,9 +397,11 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             response=entry["response"],
             route=entry["route"],
             thread_id=thread_id,
+            outcomes={
+                qid: {"label": item["label"], "source": "auto", "detail": {"lane": "auto"}}
+                for qid, item in entry["final"].items()
+            },
         )
-        for qid, item in entry["final"].items():
-            self.traces.record_outcome(entry["trace_id"], qid, item["label"], "auto", {"lane": "auto"})
 
 
 def _known_finals(route: Mapping[str, Any]) -> dict[str, Any]:

@@ -620,9 +620,10 @@ class ToolGate:
             response=response_to_state(response) if response is not None else {"model": None, "answers": {}},
             route=route,
             thread_id=thread_id,
+            outcomes={QUESTION_ID: {"label": verdict.action == "block", "source": "auto",
+                                    "detail": {"action": verdict.action, "judge": verdict.judge}}}
+            if verdict.lane == "auto" else None,
         )
-        if verdict.lane == "auto":
-            self.traces.record_outcome(trace_id, QUESTION_ID, verdict.action == "block", "auto", {"action": verdict.action, "judge": verdict.judge})
         return GateVerdict(verdict.action, verdict.probability, verdict.reason, trace_id, verdict.judge)
 
     # ------------------------------------------------------------------ verdicts in graph state

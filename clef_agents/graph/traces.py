@@ -1,7 +1,8 @@
 """Decision traces: every gate decision, its lanes and its final outcome, in a SQLite file.
 
-Each decision is committed on its own (WAL journal), so a run that is killed midway keeps every
-decision made before the kill. The store exports decision records, the training pipeline's format:
+Each decision is committed on its own (WAL journal), together with its automatic outcomes in one
+transaction, so a run that is killed midway keeps every decision made before the kill, each whole.
+The store exports decision records, the training pipeline's format:
 ``{"state", "questions", "labels", "meta": {"dataset", "split", "source", ...}}``, one record per
 decision and source (``auto``, ``llm`` or ``human``), with lanes and probabilities in ``meta``.
 
@@ -102,12 +103,29 @@ class TraceStore:
         response: Mapping[str, Any],
         route: Mapping[str, Any],
         thread_id: str | None = None,
+        outcomes: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        """Store one gate decision (the model's response and the lane of each question).
+        """Store one gate decision (the model's response and the lane of each question), and with it, in the same
+        SQLite transaction, the outcomes already known when it was made (the questions decided automatically).
 
-        Recording the same ``trace_id`` twice keeps the first record.
+        ``outcomes`` maps a question id to ``{"label": ..., "source": "auto", "detail": {...}}`` (``source`` one of
+        ``SOURCES``, ``detail`` optional). Either the decision and all of its outcomes are stored or none of them
+        are: a process killed midway never leaves a decided question looking open. Recording the same ``trace_id``
+        twice keeps the first record.
+
+        Example:
+            >>> import tempfile, os
+            >>> from langchain_core.decisions import Noul
+            >>> store = TraceStore(os.path.join(tempfile.mkdtemp(), "t.sqlite"))
+            >>> store.record_decision(trace_id="t1", gate="mod", input_hash="h", state="WIN A PRIZE",
+            ...                       questions={"spam": Noul(instructions="Spam?")},
+            ...                       response={"model": "fake", "answers": {}}, route={"spam": {"lane": "auto"}},
+            ...                       outcomes={"spam": {"label": True, "source": "auto", "detail": {"lane": "auto"}}})
+            >>> store.get("t1")["outcomes"]["spam"]["source"]
+            'auto'
         """
         body = wire.request_to_wire(state, questions)
+        rows = [_outcome_row(trace_id, qid, **_outcome_fields(qid, item)) for qid, item in (outcomes or {}).items()]
         with self._connect() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -124,21 +142,20 @@ class TraceStore:
                     _dumps(route),
                 ),
             )
+            for row in rows:
+                conn.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?)", row)
 
     def record_outcome(
         self, trace_id: str, question_id: str, label: Any, source: str, detail: Mapping[str, Any] | None = None
     ) -> None:
         """Store the final label of one question and who decided it (``auto``/``llm``/``human``).
 
-        A later outcome for the same question replaces the earlier one (a human overrides).
+        A later outcome for the same question replaces the earlier one (a human overrides). Outcomes known when
+        the decision is made belong in ``record_decision(..., outcomes=...)``, which writes both at once.
         """
-        if source not in SOURCES:
-            raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+        row = _outcome_row(trace_id, question_id, label, source, detail)
         with self._connect() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?)",
-                (trace_id, question_id, _dumps(label), source, _dumps(dict(detail or {})), time.time()),
-            )
+            conn.execute("INSERT OR REPLACE INTO outcomes VALUES (?, ?, ?, ?, ?, ?)", row)
 
     # ------------------------------------------------------------------ reading
 
@@ -275,6 +292,28 @@ def _probabilities(answer: Mapping[str, Any] | None) -> dict[str, float] | None:
     if answer.get("type") == "noul":
         return {"yes": answer["noul"], "no": 1.0 - answer["noul"]}
     return {str(k): v for k, v in answer.get("probabilities", {}).items()}
+
+
+def _outcome_fields(question_id: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """The label, source and detail of one ``record_decision(outcomes=...)`` item; says what is missing otherwise."""
+    if not isinstance(item, Mapping) or "label" not in item or "source" not in item:
+        raise ValueError(
+            f"outcome of {question_id!r} must be a mapping with 'label' and 'source' (and optionally 'detail'), "
+            f"got {item!r:.120}"
+        )
+    extra = sorted(set(item) - {"label", "source", "detail"})
+    if extra:
+        raise ValueError(f"outcome of {question_id!r} has unknown keys {extra}; allowed: label, source, detail")
+    return {"label": item["label"], "source": item["source"], "detail": item.get("detail")}
+
+
+def _outcome_row(
+    trace_id: str, question_id: str, label: Any, source: str, detail: Mapping[str, Any] | None
+) -> tuple[Any, ...]:
+    """One ``outcomes`` row; raises ``ValueError`` for a source that is not one of ``SOURCES``."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    return (trace_id, question_id, _dumps(label), source, _dumps(dict(detail or {})), time.time())
 
 
 def _dumps(value: Any) -> str:
