@@ -278,3 +278,39 @@ async def test_async_json_mode_answers_too():
     graph = build(FakeDecisionModel(answers={**SCRIPT, "sev": [0.0, 0.0, 1.0]}), _plain_chat('{"dept": "billing"}'))
     done = await graph.ainvoke({"text": "refund"}, {"configurable": {"thread_id": "a"}})
     assert done["decisions"]["triage"]["final"]["dept"]["source"] == "llm"
+
+
+def test_without_a_chat_model_the_llm_lane_goes_to_a_human_and_says_so_once(tmp_path):
+    import warnings
+
+    from clef_agents.graph import NoChatModelWarning
+
+    traces = TraceStore(tmp_path / "traces.sqlite")
+    graph = build(FakeDecisionModel(answers=SCRIPT), traces=traces)
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.warns(NoChatModelWarning, match=r"gate 'triage': 'dept' fell in the llm lane .* no chat model"):
+        paused = graph.invoke({"text": "x"}, config)
+    review = paused["__interrupt__"][0].value
+    note = {"to": "llm", "model": None, "outcome": "no chat model"}
+    assert review["questions"]["dept"]["escalations"] == [note], "the reviewer sees why an llm-lane question came to them"
+    assert review["questions"]["sev"]["escalations"] == [], "a human-lane question was never meant for the LLM"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoChatModelWarning)  # once per gate: not on resume, not on the next thread
+        done = graph.invoke(Command(resume={"dept": "tech", "sev": 2}), config)
+        graph.invoke({"text": "y"}, {"configurable": {"thread_id": "u"}})
+    route = done["decisions"]["triage"]["route"]
+    assert route["dept"]["escalations"] == [note, {"to": "human", "outcome": "answered", "label": "tech"}]
+    assert route["sev"]["escalations"] == [{"to": "human", "outcome": "answered", "label": 2}]
+    assert traces.decisions()[0]["outcomes"]["dept"]["source"] == "human"
+
+
+def test_a_gate_with_a_chat_model_gives_no_no_chat_model_warning():
+    import warnings
+
+    from clef_agents.graph import NoChatModelWarning
+
+    graph = build(FakeDecisionModel(answers=SCRIPT), FakeToolCallingChatModel(responses=[{"dept": "abstain"}]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoChatModelWarning)
+        paused = graph.invoke({"text": "x"}, {"configurable": {"thread_id": "t"}})
+    assert [e["outcome"] for e in paused["__interrupt__"][0].value["questions"]["dept"]["escalations"]] == ["abstained"]

@@ -15,7 +15,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from clef_agents.graph.errors import DecisionModelError, GraphInputError, ReviewInputError, UntaughtQuestionWarning
+    from clef_agents.graph.errors import (
+        DecisionModelError,
+        GraphInputError,
+        NoChatModelWarning,
+        ReviewInputError,
+        UntaughtQuestionWarning,
+    )
     from clef_agents.graph.escalation import HumanEscalationNode, LLMEscalationNode, parse_review
     from clef_agents.graph.fakes import FakeToolCallingChatModel
     from clef_agents.graph.node import DecisionNode
@@ -62,6 +68,7 @@ if TYPE_CHECKING:
 _dynamic_imports: dict[str, str] = {
     "DecisionModelError": "errors",
     "GraphInputError": "errors",
+    "NoChatModelWarning": "errors",
     "ReviewInputError": "errors",
     "UntaughtQuestionWarning": "errors",
     "HumanEscalationNode": "escalation",

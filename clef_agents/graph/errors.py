@@ -40,6 +40,17 @@ class UntaughtQuestionWarning(UserWarning):
     """
 
 
+
+class NoChatModelWarning(UserWarning):
+    """A gate without a chat model sent a question of its ``llm`` lane (between ``human_below`` and ``auto_at``) to a
+    person: nobody asked an LLM. Said once per gate; the question's route trace notes it too, as the escalation
+    ``{"to": "llm", "model": None, "outcome": "no chat model"}``.
+
+    Give the gate a chat model (``DecisionGate(..., chat_model=...)``), or, to send the middle band to people on
+    purpose, set ``human_below`` equal to ``auto_at`` in the lane policy (no llm lane), or silence it:
+    ``warnings.filterwarnings("ignore", category=NoChatModelWarning)``.
+    """
+
 def untaught_question_ids(response: object) -> list[str]:
     """The question ids a response says its model answered with its reader for untaught questions (``x_reader``);
     empty for models that do not say (fakes, remote models without the extension).

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ from pydantic import BaseModel, Field, create_model
 
 from clef_agents import wire
 from clef_agents.graph.autopilot import known_teacher_label, record_teacher_failure, record_teacher_label
-from clef_agents.graph.errors import GraphInputError, ReviewInputError
+from clef_agents.graph.errors import GraphInputError, NoChatModelWarning, ReviewInputError
 from clef_agents.graph.node import DecisionNode, thread_id_of
 from clef_agents.graph.state import (
     DECISIONS_KEY,
@@ -41,6 +42,9 @@ from clef_agents.graph.state import (
 )
 
 ABSTAIN = "abstain"
+NO_CHAT_MODEL = "no chat model"
+"""The outcome of the ``{"to": "llm"}`` escalation noted on an llm-lane question that went to a person because its
+gate has no chat model."""
 REVIEW_KIND = "clef_agents.review"
 OutputMode = Literal["auto", "structured", "json"]
 """How the escalation LLM answers: ``structured`` through ``with_structured_output`` (tool calling or
@@ -252,7 +256,7 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """Async ``invoke``."""
-        prepared = self._prepare(input)
+        prepared = await asyncio.to_thread(self._prepare, input)  # the autopilot reads its store
         if prepared is None:
             return {}
         entry, questions, schema, fields, messages, known = prepared
@@ -529,6 +533,11 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     wrong shape or an illegal label asks again, with ``error`` and ``expected`` in the payload.
     Needs a checkpointer and a ``thread_id``, like every LangGraph interrupt.
 
+    ``has_llm=False`` says no LLM escalation node runs before this one (a ``DecisionGate`` without
+    ``chat_model``): the gate's ``llm``-lane questions then come straight here. The node says so: a
+    ``NoChatModelWarning`` the first time, and ``{"to": "llm", "model": None, "outcome": "no chat model"}``
+    in the escalations of each such question (in the review payload and the route trace).
+
     Example:
         >>> from langchain_core.decisions import Noul
         >>> from clef_agents.testing import FakeDecisionModel
@@ -537,10 +546,14 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         'mod_human'
     """
 
-    def __init__(self, gate: DecisionNode, *, name: str | None = None, max_attempts: int | None = None):
+    def __init__(
+        self, gate: DecisionNode, *, name: str | None = None, max_attempts: int | None = None, has_llm: bool = True
+    ):
         self.gate = gate
         self.name = name or f"{gate.name}_human"
         self.max_attempts = max_attempts
+        self.has_llm = has_llm
+        self._warned_no_llm = False
 
     def invoke(self, input: Mapping[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> dict[str, Any]:
         """Interrupt for the open questions (none open: no update) and record the reviewer's labels."""
@@ -560,9 +573,37 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         open_ids = pending_questions(entry)
         if not open_ids:
             return None
+        entry = self._note_no_llm(entry, open_ids)
         questions = {qid: q for qid, q in questions_from_state(entry["questions"]).items() if qid in open_ids}
         labels, info = self._ask(review_payload(entry, questions), questions)
         return entry, labels, info
+
+    def _note_no_llm(self, entry: dict[str, Any], open_ids: Sequence[str]) -> dict[str, Any]:
+        """Without an LLM node: note ``no chat model`` on each open llm-lane question no LLM was asked; warn once."""
+        if self.has_llm:
+            return entry
+        unasked = [
+            qid for qid in open_ids
+            if entry["route"][qid]["lane"] == "llm"
+            and not any(e.get("to") == "llm" for e in entry["route"][qid]["escalations"])
+        ]
+        if not unasked:
+            return entry
+        if not self._warned_no_llm:
+            self._warned_no_llm = True
+            warnings.warn(
+                f"gate {self.gate.name!r}: {', '.join(map(repr, unasked))} fell in the llm lane (between human_below and "
+                "auto_at), but the gate has no chat model, so a person answers instead, as for every llm-lane question "
+                f"of this gate; their route trace notes {{'to': 'llm', 'outcome': {NO_CHAT_MODEL!r}}}. Pass "
+                "DecisionGate(..., chat_model=...) to have an LLM answer the middle band, or set human_below to auto_at "
+                "in the lane policy to send it to people on purpose.",
+                NoChatModelWarning,
+                stacklevel=3,
+            )
+        route = {qid: {**item, "escalations": list(item["escalations"])} for qid, item in entry["route"].items()}
+        for qid in unasked:
+            route[qid]["escalations"].append({"to": "llm", "model": None, "outcome": NO_CHAT_MODEL})
+        return {**entry, "route": route}
 
     def _ask(self, payload: dict[str, Any], questions: Mapping[str, wire.TextQuestion]) -> tuple[dict[str, Any], dict[str, Any]]:
         attempts = 0

@@ -155,7 +155,9 @@ def gate_lane(entry: Mapping[str, Any]) -> Lane:
 class DecisionGate:
     """A decision node with its LLM and human escalation, attachable to any ``StateGraph``.
 
-    The graph's state schema needs the ``decisions`` key (mix in ``DecisionState``).
+    The graph's state schema needs the ``decisions`` key (mix in ``DecisionState``). Without ``chat_model``
+    the ``llm`` lane goes to a person too; the gate says so once (``NoChatModelWarning``) and notes
+    ``{"to": "llm", "outcome": "no chat model"}`` in the route trace of each such question.
 
     Example:
         >>> from langchain_core.decisions import Noul
@@ -200,7 +202,7 @@ class DecisionGate:
             teacher_lane=teacher_lane,
         )
         self.llm = None if chat_model is None else LLMEscalationNode(chat_model, self.node)
-        self.human = HumanEscalationNode(self.node)
+        self.human = HumanEscalationNode(self.node, has_llm=self.llm is not None)
 
     @property
     def name(self) -> str:
