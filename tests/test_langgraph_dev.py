@@ -50,6 +50,7 @@ def serve(tmp_path, model: str):
         "HF_HUB_OFFLINE": "1",
         "CLEF_AGENTS_MODEL": model,
         "CLEF_AGENTS_TRACES": str(tmp_path / "traces.sqlite"),
+        "CLEF_AGENTS_AUTOPILOT": str(tmp_path / "autopilot.sqlite"),
     }
     workdir = CONFIG.parent  # graph paths in langgraph.json are relative to it; .langgraph_api/ is gitignored
     shutil.rmtree(workdir / ".langgraph_api", ignore_errors=True)
@@ -111,12 +112,36 @@ def test_support_triage_interrupts_and_resumes_over_http(server):
     assert [r["labels"] for r in records] == [{"department": "sales"}]
 
 
+def test_the_autopilot_graph_asks_its_teachers_and_keeps_their_answers_as_labels(server):
+    from langgraph_sdk import get_sync_client
+
+    from clef_agents.autopilot import LabelStore
+
+    url, traces_path = server
+    client = get_sync_client(url=url)
+    thread = client.threads.create()
+    run = client.runs.wait(thread["thread_id"], "support_triage_autopilot",
+                           input={"messages": [{"role": "user", "content": "Please refund my invoice today"}]})
+    final = run["decisions"]["triage"]["final"]
+    if "__interrupt__" in run:  # what the scripted LLM did not answer goes to a person
+        open_ids = list(run["__interrupt__"][0]["value"]["questions"])
+        answers = {"urgent": True, "department": "billing", "severity": 1}
+        run = client.runs.wait(thread["thread_id"], "support_triage_autopilot",
+                               command={"resume": {"answers": {q: answers[q] for q in open_ids}, "reviewer": "sdk"}})
+        final = run["decisions"]["triage"]["final"]
+    assert {f["source"] for f in final.values()} <= {"llm", "human"}, "nothing is automatic before certification"
+    store = LabelStore(traces_path.parent / "autopilot.sqlite")
+    labelled = sum(sum(store.counts(q["question_key"])["labels"].values()) for q in store.questions())
+    assert labelled == len(final) == 3
+
+
 def test_moderation_graph_is_served(server):
     from langgraph_sdk import get_sync_client
 
     url, _ = server
     client = get_sync_client(url=url)
-    assert {a["graph_id"] for a in client.assistants.search()} >= {"support_triage", "tool_approval", "moderation"}
+    assert {a["graph_id"] for a in client.assistants.search()} >= {"support_triage", "tool_approval", "moderation",
+                                                                   "support_triage_autopilot"}
     thread = client.threads.create()
     done = client.runs.wait(thread["thread_id"], "moderation", input={"post": "click http://spam.example buy now"})
     assert done["verdict"] == "rejected"

@@ -223,11 +223,13 @@ def build_support_triage(
     policy: LanePolicy | str | Path | Mapping[str, Any] | None = None,
     traces: TraceStore | str | Path | None = None,
     checkpointer: Any = None,
+    autopilot: Any = None,
 ) -> Any:
     """Support triage: urgent? / department / severity → billing, technical or sales desk, or a human desk.
 
     Confident answers route automatically, the middle band goes to ``chat_model`` (when given),
-    and the rest to a person through ``interrupt()``.
+    and the rest to a person through ``interrupt()``. With an ``autopilot`` (``clef_agents.autopilot``) nothing
+    is automatic until the autopilot has certified a question from its teacher's answers (docs/autopilot.md).
 
     Example:
         >>> g = build_support_triage(demo_fake_model())
@@ -242,6 +244,7 @@ def build_support_triage(
         policy=policy,
         chat_model=chat_model,
         traces=traces,
+        autopilot=autopilot,
     )
     builder = StateGraph(SupportState)
     desks = {"billing": "billing_desk", "technical": "technical_desk", "sales": "sales_desk"}

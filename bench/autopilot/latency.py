@@ -1,0 +1,97 @@
+"""Request latency of a gate on ``mini`` with the autopilot, with and without a retrain running in the
+background, and the wall time of that retrain on 1,000 labels (the issue's targets: retrain <= 60 s on 2
+cores, request p99 while it runs <= 2.5x its normal value).
+
+Blocks of requests with and without a concurrent retrain alternate, so both see the same machine.
+
+    .venv/bin/python bench/autopilot/latency.py      # writes results/latency.json and latency.md
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+OUT = Path(__file__).resolve().parent / "results"
+
+
+def main() -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    from langchain_core.decisions import Choice
+
+    from clef_agents.autopilot import Autopilot, option_probabilities
+    from clef_agents.graph import DecisionNode
+    from clef_agents.model import ClefDecisionModel
+
+    rows = [json.loads(line) for line in (ROOT / "examples/data/snips_stream.jsonl").read_text().splitlines()]
+    intents = sorted({r["label"] for r in rows})
+    question = Choice(instructions="What does the user want to do?", criteria={i: None for i in intents})
+    model = ClefDecisionModel.from_pretrained("mini")
+    pilot = Autopilot(Path(tempfile.mkdtemp()) / "a.sqlite", first_retrain=10**9, retrain_every=10**9)
+    node = DecisionNode(model, {"intent": question}, name="assistant", input="request", autopilot=pilot)
+    for row in rows[:1000]:  # 1,000 labelled items, without retraining as they come
+        response = model.invoke({"state": row["text"], "questions": {"intent": question}})
+        decision = pilot.decide("assistant", "intent", question, row["text"],
+                                option_probabilities(response.answers["intent"]))
+        pilot.record_label(decision.item_key, intents.index(row["label"]), "gold")
+    key = decision.question_key
+    requests = [r["text"] for r in rows[1000:]]
+    normal, during, retrains = [], [], []
+    block = 25
+    for start in range(0, len(requests) - 2 * block + 1, 2 * block):
+        for text in requests[start : start + block]:
+            t = time.perf_counter()
+            node.invoke({"request": text})
+            normal.append(time.perf_counter() - t)
+        worker = threading.Thread(target=lambda: retrains.append(_timed(pilot.retrain, key)))
+        worker.start()
+        for text in requests[start + block : start + 2 * block]:
+            t = time.perf_counter()
+            node.invoke({"request": text})
+            if worker.is_alive():
+                during.append(time.perf_counter() - t)
+        worker.join()
+    result = {
+        "requests_normal": len(normal), "requests_during_retrain": len(during),
+        "p50_ms": {"normal": 1000 * float(np.percentile(normal, 50)), "during": 1000 * float(np.percentile(during, 50))},
+        "p99_ms": {"normal": 1000 * float(np.percentile(normal, 99)), "during": 1000 * float(np.percentile(during, 99))},
+        "retrain_seconds_1000_labels": retrains,
+        "command": "python bench/autopilot/latency.py",
+    }
+    result["p99_ratio"] = result["p99_ms"]["during"] / result["p99_ms"]["normal"]
+    result["p50_ratio"] = result["p50_ms"]["during"] / result["p50_ms"]["normal"]
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "latency.json").write_text(json.dumps(result, indent=1) + "\n")
+    (OUT / "latency.md").write_text(
+        "# Gate latency with the autopilot, and a retrain on 1,000 labels\n\n"
+        f"Command: `{result['command']}` (2 CPU cores, torch on one thread; a DecisionNode on mini with an "
+        "autopilot, snips requests; blocks with and without a retrain running in a background thread alternate).\n\n"
+        "| | normal | while retraining | ratio |\n|---|---:|---:|---:|\n"
+        f"| p50 ms | {result['p50_ms']['normal']:.1f} | {result['p50_ms']['during']:.1f} | {result['p50_ratio']:.2f} |\n"
+        f"| p99 ms | {result['p99_ms']['normal']:.1f} | {result['p99_ms']['during']:.1f} | {result['p99_ratio']:.2f} |\n\n"
+        f"Requests: {len(normal)} normal, {len(during)} while a retrain ran. Retrain on 1,000 labels (fit, certify, "
+        f"store): {', '.join(f'{s:.1f}' for s in retrains)} s.\n")
+    print((OUT / "latency.md").read_text())
+    return 0
+
+
+def _timed(fn, *args) -> float:
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
