@@ -164,12 +164,15 @@ def test_remote_answers_match_the_model_behind_the_server(server: str, fake: Fak
     assert got.answers == local.answers
 
 
-def test_remote_batch_is_micro_batched_by_the_server(server: str, fake: FakeDecisionModel) -> None:
+def test_remote_batch_is_micro_batched_by_the_server(fake: FakeDecisionModel) -> None:
     requests = [request(f"ticket {i}", QUESTIONS) for i in range(8)]
-    with RemoteDecisionModel(base_url=server, api_key="k") as remote:
-        got = remote.batch(requests, config={"max_concurrency": 8})
+    # a batch waits (up to a minute) for 8 requests: batched however slowly the remote's requests arrive
+    settings = ServerSettings(api_key="k", max_batch_size=8, max_wait_ms=60_000)
+    with serve_in_thread(create_app(fake, settings=settings)) as server:
+        with RemoteDecisionModel(base_url=server, api_key="k", timeout=120) as remote:
+            got = remote.batch(requests, config={"max_concurrency": 8})
+        stats = httpx.get(f"{server}/v1/stats", headers={"Authorization": "Bearer k"}).json()
     assert [r.answers for r in got] == [fake.invoke(r).answers for r in requests]
-    stats = httpx.get(f"{server}/v1/stats", headers={"Authorization": "Bearer k"}).json()
     assert stats["requests"] == 8 and stats["batches"] < 8
 
 

@@ -60,17 +60,18 @@ def test_answers_every_question_type_with_the_wire_shape(server: str, fake: Reco
     assert r.headers["x-request-id"]
 
 
-async def test_concurrent_requests_share_one_batch_and_get_their_own_answers(server: str, fake: RecordingModel) -> None:
+async def test_concurrent_requests_share_one_batch_and_get_their_own_answers(fake: RecordingModel) -> None:
     states = [f"ticket number {i}: my card was declined" for i in range(8)]
-    async with httpx.AsyncClient(base_url=server) as client:
-        responses = await asyncio.gather(*(client.post("/v1/systemone", json=body(s, team=CHOICE)) for s in states))
+    # a batch waits (up to a minute) until it has all 8: batched however slowly the requests arrive
+    with serve_in_thread(create_app(fake, settings=ServerSettings(max_batch_size=8, max_wait_ms=60_000))) as server:
+        async with httpx.AsyncClient(base_url=server, timeout=120) as client:
+            responses = await asyncio.gather(*(client.post("/v1/systemone", json=body(s, team=CHOICE)) for s in states))
+        stats = httpx.get(f"{server}/v1/stats").json()
     assert [r.status_code for r in responses] == [200] * 8
-    assert sum(fake.batch_sizes) == 8
-    assert max(fake.batch_sizes) > 1, f"requests were not batched: {fake.batch_sizes}"
+    assert fake.batch_sizes == [8], f"requests were not batched: {fake.batch_sizes}"
     for state, response in zip(states, responses):
         alone = fake.invoke({"state": state, "questions": wire.validate_questions({"team": CHOICE})})
         assert response.json()["answers"]["team"] == alone.choices["team"].model_dump(mode="json")
-    stats = httpx.get(f"{server}/v1/stats").json()
     assert stats["requests"] == 8 and stats["batches"] == len(fake.batch_sizes)
 
 
@@ -182,8 +183,9 @@ def test_a_loader_failure_is_reported_by_readyz_without_internal_paths(caplog: p
         raise FileNotFoundError("no checkpoint at /srv/secret/models/clef")
 
     with caplog.at_level(logging.ERROR, logger="clef_agents.serve"), serve_in_thread(create_app(loader=loader)) as url:
-        time.sleep(0.1)
-        r = httpx.get(f"{url}/readyz")
+        deadline = time.monotonic() + 10  # the loader runs in a thread: wait until it has failed, however long that takes
+        while "failed to load" not in (r := httpx.get(f"{url}/readyz")).text and time.monotonic() < deadline:
+            time.sleep(0.02)
         answer = httpx.post(f"{url}/v1/systemone", json=body())
     assert r.status_code == answer.status_code == 503
     message = r.json()["detail"]["message"]
@@ -209,11 +211,21 @@ def test_a_full_queue_answers_503_with_retry_after() -> None:
 def test_access_log_is_one_json_line_per_request(server: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="clef_agents.serve.access"):
         r = httpx.post(f"{server}/v1/systemone", json=body(refund=NOUL, team=CHOICE), headers={"X-Request-ID": "req-42"})
-        time.sleep(0.05)
-    records = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "clef_agents.serve.access"]
+        records = access_records_of(caplog, "req-42")  # logged once the response is sent: wait for it
     assert r.headers["x-request-id"] == "req-42"
     assert {"event": "access", "method": "POST", "path": "/v1/systemone", "status": 200, "request_id": "req-42", "questions": 2}.items() <= records[-1].items()
     assert records[-1]["ms"] >= 0
+
+
+def access_records_of(caplog: pytest.LogCaptureFixture, request_id: str, limit_s: float = 10.0) -> list[dict[str, Any]]:
+    """The access log records so far, once the one of ``request_id`` is among them (the server logs a request after
+    sending its response, so the client may see the response first)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        records = [json.loads(rec.getMessage()) for rec in list(caplog.records) if rec.name == "clef_agents.serve.access"]
+        if any(record["request_id"] == request_id for record in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.01)
 
 
 def test_unbatched_server_calls_the_model_once_per_request(fake: RecordingModel) -> None:

@@ -43,6 +43,27 @@ def locs(response: httpx.Response) -> list[list[Any]]:
     return [d["loc"] for d in response.json()["detail"]]
 
 
+def wait_until_abandoned(limit_s: float = 60.0) -> bool:
+    """Model work that lasts until the server abandons the request it runs for (``wire.raise_if_cancelled`` would
+    raise): True once it has, False after ``limit_s``. A request held by it times out however fast the machine is."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            wire.raise_if_cancelled()
+        except wire.RequestCancelled:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def wait_until_ready(url: str, limit_s: float = 30.0) -> None:
+    """Poll ``/readyz`` until the model is loaded (or fail after ``limit_s``)."""
+    deadline = time.monotonic() + limit_s
+    while httpx.get(f"{url}/readyz").status_code != 200:
+        assert time.monotonic() < deadline, f"the server was not ready within {limit_s:g} s"
+        time.sleep(0.02)
+
+
 class CountingModel(FakeDecisionModel):
     """A hashed fake that records every state it answered (to prove what reached the model)."""
 
@@ -311,14 +332,14 @@ def test_after_any_error_the_connection_is_healthy_or_closed_with_connection_clo
 
 def _slow_for_sleepy(state: Any, questions: Any) -> dict[str, Any]:
     if state == "sleepy":
-        time.sleep(0.5)
+        wait_until_abandoned()  # runs until it has timed out: a 504 on any machine, and the worker is free after it
     return {}
 
 
 @pytest.mark.parametrize("kind", ["401 no key", "401 wrong key", "504 timeout", "503 not ready"])
 def test_after_auth_timeout_and_readiness_errors_the_connection_serves_the_next_request(kind: str) -> None:
     key = {"Authorization": "Bearer k"}
-    settings = ServerSettings(api_key="k", request_timeout_s=0.2)
+    settings = ServerSettings(api_key="k", request_timeout_s=1.0)
     if kind == "503 not ready":
         release = threading.Event()
         app = create_app(loader=lambda: release.wait(10) and FakeDecisionModel(), settings=settings)
@@ -336,7 +357,7 @@ def test_after_auth_timeout_and_readiness_errors_the_connection_serves_the_next_
             assert response_headers.get("connection", "keep-alive").lower() != "close"
             if release is not None:
                 release.set()
-            time.sleep(0.5)  # the model is loaded / the sleepy call has finished
+                wait_until_ready(url)
             conn.send("POST", "/v1/systemone", GOOD, {**JSON, **key})
             status, _, payload = conn.read()
             assert status == 200, f"after {kind} the kept-alive connection failed: {status} {payload!r}"
@@ -424,24 +445,30 @@ def test_the_same_limits_hold_in_process() -> None:
 
 
 def test_a_request_that_timed_out_while_queued_never_reaches_the_model() -> None:
+    started, release = threading.Event(), threading.Event()
+
     def slow(state: Any, questions: Any) -> dict[str, Any]:
-        time.sleep(0.6)
+        if state == "first":  # holds the worker until the test lets it go, long after both requests timed out
+            started.set()
+            release.wait(60)
         return {}
 
     model = CountingModel(answer_fn=slow, seen=[])
-    with serve_in_thread(create_app(model, settings=ServerSettings(max_batch_size=1, request_timeout_s=0.3))) as url:
+    with serve_in_thread(create_app(model, settings=ServerSettings(max_batch_size=1, request_timeout_s=1.0))) as url:
 
         async def burst() -> list[httpx.Response]:
-            async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
                 first = asyncio.ensure_future(client.post("/v1/systemone", json=good("first")))
-                await asyncio.sleep(0.1)
-                second = asyncio.ensure_future(client.post("/v1/systemone", json=good("second")))
-                return list(await asyncio.gather(first, second))
+                assert await asyncio.to_thread(started.wait, 30), "the first request never reached the model"
+                second = await client.post("/v1/systemone", json=good("second"))  # queued behind the first
+                return [await first, second]
 
         responses = asyncio.run(burst())
-        time.sleep(0.8)  # the first call finishes; the second must not start
+        release.set()  # the first call finishes; the second, abandoned in the queue, must not start
+        after = httpx.post(f"{url}/v1/systemone", json=good("after"), timeout=30)  # served once the queue is past it
     assert [r.status_code for r in responses] == [504, 504]
-    assert model.seen == ["first"]
+    assert after.status_code == 200
+    assert model.seen == ["first", "after"]
 
 
 def test_a_timed_out_request_stops_using_the_worker() -> None:
@@ -449,43 +476,55 @@ def test_a_timed_out_request_stops_using_the_worker() -> None:
 
     def slow_per_question(state: Any, questions: Any) -> dict[str, Any]:
         answered = 0
-        for _ in questions:  # 50 ms of "model work" per question, with a checkpoint between
+        for _ in questions:  # "model work" per question, with a checkpoint between
             wire.raise_if_cancelled()
-            time.sleep(0.05)
+            if state == "heavy":
+                wait_until_abandoned()  # each heavy question lasts until the request times out (60 s at most)
             answered += 1
         calls.append((state, answered))
         return {}
 
     model = FakeDecisionModel(answer_fn=slow_per_question)
-    heavy = {"state": "heavy", "questions": {f"q{i}": NOUL for i in range(60)}}  # 3 s of work
-    with serve_in_thread(create_app(model, settings=ServerSettings(max_batch_size=1, request_timeout_s=0.3))) as url:
-        with httpx.Client(base_url=url, timeout=10) as client:
+    heavy = {"state": "heavy", "questions": {f"q{i}": NOUL for i in range(60)}}  # an hour of work unless stopped
+    with serve_in_thread(create_app(model, settings=ServerSettings(max_batch_size=1, request_timeout_s=1.0))) as url:
+        with httpx.Client(base_url=url, timeout=30) as client:
             timed_out = client.post("/v1/systemone", json=heavy)
-            started = time.perf_counter()
             light = client.post("/v1/systemone", json=good("light"))
-            waited = time.perf_counter() - started
             stats = client.get("/v1/stats").json()
-    assert timed_out.status_code == 504 and light.status_code == 200
-    assert waited < 1.0, f"the light request waited {waited:.2f} s behind the abandoned one"
+    assert timed_out.status_code == 504
+    assert light.status_code == 200, "the light request waited (past its time limit) behind the abandoned one"
     assert calls == [("light", 1)]  # the heavy call never finished its 60 questions
     assert stats["cancelled_batches"] == 1
 
 
 @pytest.mark.integration
-def test_mini_stops_a_timed_out_request_at_its_next_encoder_pass() -> None:
+def test_mini_stops_a_timed_out_request_at_its_next_encoder_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
     from clef_agents.model import ClefDecisionModel
 
     mini = ClefDecisionModel.from_pretrained("mini")
+    encoder = mini.engine.encoder
+    embed = encoder.embed_frozen
+    passes = {"direct": 0, "served": 0}
+
+    def held_until_abandoned(texts: list[str], *args: Any, **kwargs: Any) -> Any:
+        """The encoder pass, counted per request; the served request's first pass lasts until the server gives up
+        on it, so it times out on any machine, however fast or loaded."""
+        tag = next((t for t in passes if any(f"subject {t}-" in text for text in texts)), None)
+        if tag is not None:
+            passes[tag] += 1
+        if tag == "served" and passes["served"] == 1:
+            assert wait_until_abandoned(), "the server never abandoned the timed-out request"
+        return embed(texts, *args, **kwargs)
+
+    monkeypatch.setattr(encoder, "embed_frozen", held_until_abandoned)
 
     def unseen(tag: str) -> dict[str, Any]:  # 64 questions never asked before: 64 encoder passes
         return {f"q{i}": {"type": "noul", "instructions": f"Is this message about subject {tag}-{i}?"} for i in range(64)}
 
-    started = time.perf_counter()
-    mini.invoke({"state": "my card was declined at the shop", "questions": unseen("direct")})
-    full = time.perf_counter() - started
-    timeout = full / 3  # the heavy request times out a third of the way; a light one fits easily
-    with serve_in_thread(create_app(mini, settings=ServerSettings(max_batch_size=1, request_timeout_s=timeout))) as url:
+    mini.invoke({"state": "my card was declined at the shop", "questions": unseen("direct")})  # also warms the model
+    assert passes["direct"] >= 64
+    with serve_in_thread(create_app(mini, settings=ServerSettings(max_batch_size=1, request_timeout_s=5.0))) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             timed_out = client.post("/v1/systemone", json={"state": "my card was declined", "questions": unseen("served")})
             light = client.post("/v1/systemone", json={"state": "site down", "questions": {"q": NOUL}})
@@ -493,7 +532,7 @@ def test_mini_stops_a_timed_out_request_at_its_next_encoder_pass() -> None:
     assert timed_out.status_code == 504
     assert light.status_code == 200, "the light request waited behind the abandoned one"
     assert stats["cancelled_batches"] == 1
-    assert stats["model_seconds"] < 0.8 * full, (stats["model_seconds"], full)
+    assert passes["served"] == 1, f"the timed-out request went on for {passes['served']} of its {passes['direct']} passes"
 
 
 # --------------------------------------------------------------------------- 6. exposure
@@ -601,8 +640,8 @@ def test_a_body_shorter_than_its_content_length_gets_408_and_the_connection_clos
         conn = RawConnection(url)
         try:
             head = f"POST /v1/systemone HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(GOOD) + 50}\r\n\r\n"
+            started = time.perf_counter()  # before sending: the server's body timer cannot start earlier
             conn.sock.sendall(head.encode() + GOOD)
-            started = time.perf_counter()
             status, headers, payload = conn.read()
             waited = time.perf_counter() - started
             assert status == 408 and headers.get("connection") == "close"
