@@ -101,3 +101,19 @@ def test_mini_answers_bfcl_relevance_with_its_tool_match_above_a_floor(mini):
     assert entry is not None and entry.tool_match is not None and entry.tool_match.option == "yes"
     assert entry.tool_match.kind == "coverage" and entry.tool_match.idf is not None and len(entry.tool_match.idf) > 1000
     assert _accuracy(mini, "bfcl_relevance") >= 0.78  # 88.3 % on the whole test split
+
+
+def test_loading_mini_shows_one_progress_bar():
+    """transformers prints "Loading weights" once per backbone read; mini reads its backbone twice (the model's and
+    the question reader's copy), and the second read is silent."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from clef_agents.model import ClefDecisionModel; ClefDecisionModel.from_pretrained('mini')"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=600)
+    shown = (out.stdout + out.stderr).replace("\r", "\n")
+    bars = [line for line in shown.splitlines() if "Loading weights" in line and "100%" in line]
+    assert len(bars) == 1, shown

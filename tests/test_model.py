@@ -181,6 +181,14 @@ def test_import_clef_agents_stays_light():
     assert out.stdout.strip() == ""
 
 
+def test_import_clef_agents_model_leaves_transformers_peft_and_safetensors_to_the_calls_that_need_them():
+    """transformers' modelling code alone took seconds of ``import clef_agents.model``; only loading a backbone needs it."""
+    code = ("import sys, clef_agents.model; "
+            "print(' '.join(m for m in ('transformers','peft','safetensors','gguf','matplotlib','scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
 def test_option_outputs_are_cached_per_question_and_forgotten_when_training(encoder_dir):
     import torch
 

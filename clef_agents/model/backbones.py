@@ -14,11 +14,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+if TYPE_CHECKING:  # transformers' modelling code takes seconds to import: only loading a backbone pays for it
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +87,34 @@ def is_minilm(reference: str) -> bool:
     return reference.lower() in (a.lower() for a in MINILM_ALIASES)
 
 
+@contextmanager
+def no_progress_bar() -> Iterator[None]:
+    """Hide transformers' progress bars ("Loading weights ...") inside the block, then restore them as they were.
+
+    A load that reads the same backbone twice (the decision model's, then the question reader's copy) shows its bar
+    once. The setting is process-wide: a load in another thread during the block shows no bar either.
+
+    Example:
+        >>> from transformers.utils import logging as hf_logging
+        >>> before = hf_logging.is_progress_bar_enabled()
+        >>> with no_progress_bar():
+        ...     hf_logging.is_progress_bar_enabled()
+        False
+        >>> hf_logging.is_progress_bar_enabled() == before
+        True
+    """
+    from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    if enabled:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def load_backbone(reference: str, dtype: torch.dtype = torch.float32) -> Backbone:
     """Load a backbone from a reference string (see module docstring) without touching the network.
 
@@ -107,6 +140,8 @@ def load_backbone(reference: str, dtype: torch.dtype = torch.float32) -> Backbon
 
 
 def _load_folder(folder: Path, reference: str, dtype: torch.dtype) -> Backbone:
+    from transformers import AutoConfig, AutoModel, AutoTokenizer  # noqa: PLC0415
+
     config = AutoConfig.from_pretrained(folder, local_files_only=True)
     tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
     model = AutoModel.from_pretrained(folder, local_files_only=True, dtype=dtype)
@@ -114,6 +149,8 @@ def _load_folder(folder: Path, reference: str, dtype: torch.dtype) -> Backbone:
 
 
 def _load_cached_hub_id(hub_id: str, dtype: torch.dtype) -> Backbone:
+    from transformers import AutoConfig, AutoModel, AutoTokenizer  # noqa: PLC0415
+
     try:
         config = AutoConfig.from_pretrained(hub_id, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(hub_id, local_files_only=True)
@@ -138,7 +175,7 @@ def _load_gguf(folder: Path, gguf_file: str, reference: str, dtype: torch.dtype)
     cached = gguf_cache_dir() / digest
     if (cached / "config.json").exists():
         return _load_folder(cached, reference, dtype)
-    from transformers import AutoModelForCausalLM, GgufConfig  # noqa: PLC0415 (only GGUF users pay for it)
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig  # noqa: PLC0415 (only GGUF users pay for it)
 
     logger.warning("dequantising %s (first load only; cached in %s)", source, cached)
     full = AutoModelForCausalLM.from_pretrained(

@@ -16,7 +16,7 @@ import torch
 
 from clef_agents import wire
 from clef_agents.model import checkpoint
-from clef_agents.model.backbones import Backbone, load_backbone
+from clef_agents.model.backbones import Backbone, load_backbone, no_progress_bar
 from clef_agents.model.config import ClefConfig
 from clef_agents.model.encoder import (
     FORWARD_CHUNK,
@@ -160,7 +160,8 @@ class DecisionEngine:
         engine = cls(config, backbone, device, head_precision)
         engine.load_weights(folder)
         if reader and checkpoint.has_reader(folder):
-            engine.attach_reader(checkpoint.load_reader(folder, engine.device))
+            with no_progress_bar():  # the reader reads the backbone again: one "Loading weights" bar per load
+                engine.attach_reader(checkpoint.load_reader(folder, engine.device))
         return engine
 
     def attach_reader(self, reader: QuestionReader | None) -> None:
