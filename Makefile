@@ -19,6 +19,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup
 	$(PY) examples/support_triage.py
+	$(PY) examples/autopilot_demo.py
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider

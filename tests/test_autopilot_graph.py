@@ -112,3 +112,19 @@ def test_a_bigger_decision_model_can_teach_before_any_llm():
     assert update["decisions"]["triage"]["route"]["dept"]["escalations"][-1]["to"] == "model"
     assert pilot.status()[0]["labels"] == {"model": 1}
     assert not chat.calls
+
+
+def test_the_demo_streams_requests_and_plots_the_teacher_call_share(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    plot = tmp_path / "share.png"
+    done = subprocess.run([sys.executable, str(root / "examples" / "autopilot_demo.py"), "--model", "fake", "--items",
+                           "300", "--plot", str(plot)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Teacher calls saved:" in done.stdout and "teacher calls" in done.stdout
+    assert plot.stat().st_size > 1000

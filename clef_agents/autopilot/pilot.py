@@ -75,6 +75,7 @@ class AutopilotConfig:
         stop_learning_after: fit no new version once this many labels are in (None: learn on).
         min_minority: certify only when the sample holds at least two answers given this many times each, so
             a teacher that says one thing to everything never hands the gate over.
+        refresh_seconds: how often a process looks in the store for a version another process certified.
         seed: the salt of the per-item draws.
     """
 
@@ -92,6 +93,7 @@ class AutopilotConfig:
     learner_kinds: tuple[str, ...] = ("model", "recalibrated", "learned")
     stop_learning_after: int | None = None
     min_minority: int = 5
+    refresh_seconds: float = 10.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -158,6 +160,7 @@ class _Question:
     audits: list[bool] = field(default_factory=list)
     retrain_pending: bool = False
     last_retrain_s: float | None = None
+    checked_at: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -228,6 +231,8 @@ class Autopilot:
         teacher_model: an optional ``BaseDecisionModel`` that teaches (a bigger local model, a System One
             server through ``RemoteDecisionModel``); the graph layer asks it before any LLM or person.
         background: retrain in a worker thread (True) or inline, in the call that brings the label (False).
+        learn: fit new versions here (True); a replica with ``learn=False`` records labels and serves the versions
+            the one learning process stores (it looks every ``refresh_seconds``).
         embedder: what turns states into sentence vectors (default: MiniLM, loaded on first use).
 
     Example:
@@ -237,13 +242,15 @@ class Autopilot:
     """
 
     def __init__(self, store: LabelStore | str | Path = "autopilot.sqlite", config: AutopilotConfig | None = None, *,
-                 teacher_model: Any = None, background: bool = True, embedder: Any = None, **settings: Any):
+                 teacher_model: Any = None, background: bool = True, learn: bool = True, embedder: Any = None,
+                 **settings: Any):
         if config is not None and settings:
             raise TypeError("give either config= or settings as keywords, not both")
         self.config = config or AutopilotConfig(**settings)
         self.store = store if isinstance(store, LabelStore) else LabelStore(store)
         self.teacher_model = teacher_model
         self.background = background
+        self.learn = learn
         self._embedder = embedder
         self._questions: dict[str, _Question] = {}
         self._lock = threading.Lock()
@@ -286,20 +293,42 @@ class Autopilot:
 
     def _load_question(self, key: str, n_options: int) -> _Question:
         """A question's state from the store: its newest certified version (or the model's answer)."""
-        serving = Serving(0, Learner.model_answer(n_options), None)
-        since = 0
-        for version in self.store.versions(key):
-            if version.certified:
-                serving = Serving(version.version, Learner.from_bytes(version.params), version.threshold)
-        for event in self.store.events(key):
-            if event["kind"] == "withdrawn" and event["detail"].get("version") == serving.version:
-                serving.withdrawn = True
-            if event["kind"] == "withdrawn":
-                since = int(event["detail"].get("seq", since))
-        labelled = len(self.store.labelled(key))
+        serving, since = self._stored_serving(key, n_options)
         latest = self.store.latest_version(key)
         at_fit = int(latest.report.get("labels", 0)) if latest else 0
-        return _Question(key, n_options, serving, since_seq=since, labels_at_fit=at_fit, labels_seen=labelled)
+        return _Question(key, n_options, serving, since_seq=since, labels_at_fit=at_fit,
+                         labels_seen=self.store.label_count(key), checked_at=time.monotonic())
+
+    def _stored_serving(self, key: str, n_options: int) -> tuple[Serving, int]:
+        """The newest certified version in the store (withdrawn or not) and where the sample restarts."""
+        certified = self.store.latest_version(key, certified=True)
+        serving = Serving(0, Learner.model_answer(n_options), None)
+        if certified is not None:
+            serving = Serving(certified.version, Learner.from_bytes(certified.params), certified.threshold)
+        since = 0
+        for event in self.store.events(key):
+            if event["kind"] == "withdrawn":
+                since = int(event["detail"].get("seq", since))
+                serving.withdrawn = serving.withdrawn or event["detail"].get("version") == serving.version
+        return serving, since
+
+    def _refresh(self, q: _Question) -> None:
+        """Pick up a version (or a withdrawal) another process stored: replicas follow the one learner."""
+        now = time.monotonic()
+        if now - q.checked_at < self.config.refresh_seconds:
+            return
+        q.checked_at = now
+        if self.learn:  # labels other replicas wrote count towards the next retrain
+            with q.lock:
+                q.labels_seen = max(q.labels_seen, self.store.label_count(q.key))
+            self._retrain_if_due(q)
+        newest = self.store.latest_version(q.key, certified=True)
+        withdrawn = any(e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version
+                        for e in self.store.events(q.key)) if q.serving.active else False
+        if (newest is not None and newest.version > q.serving.version) or withdrawn:
+            serving, since = self._stored_serving(q.key, q.n_options)
+            with q.lock:
+                q.serving, q.since_seq = serving, since
 
     def _known_question(self, key: str) -> _Question:
         """A question this process has not asked yet but the store knows (a label after a restart)."""
@@ -330,6 +359,7 @@ class Autopilot:
                                 source=known[1])
         if stored is not None:
             return self._repeat(stored, q)
+        self._refresh(q)
         serving = q.serving
         marked = uniform_draw(key, self.config.seed) < (self.config.audit if serving.active else self.config.warm_share)
         scored = serving.learner.predict_proba(self.inputs([state_text], [probs], serving.learner.use_embeddings))[0]
@@ -369,6 +399,8 @@ class Autopilot:
         return True
 
     def _retrain_if_due(self, q: _Question) -> None:
+        if not self.learn:
+            return
         with q.lock:
             due = q.labels_seen - q.labels_at_fit >= self._retrain_gap(q) and not q.retrain_pending
             if due:

@@ -33,10 +33,10 @@ bigger decision model, or a replayed gold label. The model's own automatic answe
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {serial},
     item_key TEXT NOT NULL UNIQUE,
     question_key TEXT NOT NULL,
-    created_at REAL NOT NULL,
+    created_at {real} NOT NULL,
     state_text TEXT NOT NULL,
     model_probs TEXT NOT NULL,
     marked INTEGER NOT NULL,
@@ -50,39 +50,39 @@ CREATE TABLE IF NOT EXISTS labels (
     item_key TEXT PRIMARY KEY,
     label INTEGER NOT NULL,
     source TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at {real} NOT NULL
 );
 CREATE TABLE IF NOT EXISTS failures (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {serial},
     item_key TEXT NOT NULL,
     source TEXT NOT NULL,
     error TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at {real} NOT NULL
 );
 CREATE TABLE IF NOT EXISTS versions (
     question_key TEXT NOT NULL,
     version INTEGER NOT NULL,
-    created_at REAL NOT NULL,
+    created_at {real} NOT NULL,
     kind TEXT NOT NULL,
-    threshold REAL,
+    threshold {real},
     certified INTEGER NOT NULL,
     report TEXT NOT NULL,
-    params BLOB NOT NULL,
+    params {blob} NOT NULL,
     PRIMARY KEY (question_key, version)
 );
 CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {serial},
     question_key TEXT NOT NULL,
     kind TEXT NOT NULL,
     detail TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at {real} NOT NULL
 );
 CREATE TABLE IF NOT EXISTS questions (
     question_key TEXT PRIMARY KEY,
     gate TEXT NOT NULL,
     question_id TEXT NOT NULL,
     question_json TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at {real} NOT NULL
 );
 """
 
@@ -134,62 +134,143 @@ class VersionRecord:
     created_at: float
 
 
-class LabelStore:
-    """The autopilot's durable store (SQLite; ``":memory:"`` for a replay that needs no file).
+DIALECTS = {
+    "sqlite": {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL", "blob": "BLOB"},
+    "postgresql": {"serial": "BIGSERIAL PRIMARY KEY", "real": "DOUBLE PRECISION", "blob": "BYTEA"},
+}
+POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
-    Safe to share between the threads of one process; several processes may write to one file.
+
+class _SQLite:
+    """A SQLite file (WAL, ``synchronous=FULL``) or ``":memory:"``; one connection shared under a lock."""
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str):
+        memory = path == ":memory:"
+        if not memory:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        if not memory:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+
+    @contextmanager
+    def tx(self) -> Iterator[Any]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def script(self, sql: str) -> None:
+        self.conn.executescript(sql)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Postgres:
+    """A PostgreSQL database every replica writes to (``psycopg``, the ``postgres`` extra)."""
+
+    dialect = "postgresql"
+
+    def __init__(self, dsn: str):
+        try:
+            import psycopg  # noqa: PLC0415
+        except ImportError:
+            raise ImportError("a PostgreSQL store needs psycopg: pip install 'clef-agents[postgres]'") from None
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    @contextmanager
+    def tx(self) -> Iterator[Any]:
+        with self.conn.transaction():
+            yield _PostgresCursor(self.conn)
+
+    def rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql.replace("?", "%s"), params).fetchall()
+
+    def script(self, sql: str) -> None:
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(7242)")  # replicas creating the tables at once
+            for statement in sql.split(";"):
+                if statement.strip():
+                    self.conn.execute(statement)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _PostgresCursor:
+    """``execute`` with SQLite's ``?`` placeholders, inside a PostgreSQL transaction."""
+
+    def __init__(self, conn: Any):
+        self.conn = conn
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.conn.execute(sql.replace("?", "%s"), params)
+
+
+class LabelStore:
+    """The autopilot's durable store: a SQLite file (``":memory:"`` for a replay that needs no file), or a
+    PostgreSQL database (``postgresql://...``) that several replicas write to.
+
+    Safe to share between the threads of one process; several processes may write to one file or database.
+
+    Example:
+        >>> LabelStore(":memory:").dialect
+        'sqlite'
     """
 
     def __init__(self, path: str | Path):
         self.path = str(path)
         self._lock = threading.RLock()
-        memory = self.path == ":memory:"
-        if not memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        self._db: _SQLite | _Postgres = _Postgres(self.path) if self.path.startswith(POSTGRES_PREFIXES) else _SQLite(self.path)
         with self._lock:
-            if not memory:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.executescript(_SCHEMA)
+            self._db.script(_SCHEMA.format(**DIALECTS[self._db.dialect]))
 
     def __repr__(self) -> str:
-        return f"LabelStore({self.path!r})"
+        where = self.path.split("@")[-1] if self._db.dialect == "postgresql" else self.path  # no password in logs
+        return f"LabelStore({where!r})"
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._db.dialect
 
     def close(self) -> None:
-        """Close the connection (the file stays)."""
+        """Close the connection (the data stays)."""
         with self._lock:
-            self._conn.close()
+            self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _tx(self) -> Iterator[Any]:
+        with self._lock, self._db.tx() as conn:
+            yield conn
 
     def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+            return self._db.rows(sql, params)
 
     # ------------------------------------------------------------------ writing
 
     def add_question(self, question_key: str, gate: str, question_id: str, question: dict[str, Any]) -> None:
         """Remember which gate and question (in wire form) a question key stands for."""
         with self._tx() as conn:
-            conn.execute("INSERT OR IGNORE INTO questions VALUES (?, ?, ?, ?, ?)",
+            conn.execute("INSERT INTO questions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                          (question_key, gate, question_id, json.dumps(question, sort_keys=True), time.time()))
 
     def add_item(self, item: ItemRecord) -> bool:
         """Store a routed item; False when the item was stored before (the first record stands)."""
         with self._tx() as conn:
             cursor = conn.execute(
-                "INSERT OR IGNORE INTO items (item_key, question_key, created_at, state_text, model_probs, marked, "
-                "eligible, lane, auto_label, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO items (item_key, question_key, created_at, state_text, model_probs, marked, "
+                "eligible, lane, auto_label, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 (item.item_key, item.question_key, time.time(), item.state_text, json.dumps(item.model_probs),
                  int(item.marked), int(item.eligible), item.lane, item.auto_label, item.version),
             )
@@ -200,7 +281,7 @@ class LabelStore:
         if source not in LABEL_SOURCES:
             raise ValueError(f"label source must be one of {', '.join(LABEL_SOURCES)}, got {source!r}")
         with self._tx() as conn:
-            cursor = conn.execute("INSERT OR IGNORE INTO labels VALUES (?, ?, ?, ?)",
+            cursor = conn.execute("INSERT INTO labels VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                                   (item_key, int(label), source, time.time()))
             return cursor.rowcount == 1
 
@@ -268,12 +349,21 @@ class LabelStore:
         return [VersionRecord(r[0], int(r[1]), r[2], r[3], bool(r[4]), json.loads(r[5]), bytes(r[6]), r[7])
                 for r in rows]
 
-    def latest_version(self, question_key: str) -> VersionRecord | None:
-        """A question's newest version, or None."""
-        rows = self._rows("SELECT MAX(version) FROM versions WHERE question_key = ?", (question_key,))
-        if rows[0][0] is None:
+    def latest_version(self, question_key: str, certified: bool = False) -> VersionRecord | None:
+        """A question's newest version (the newest certified one with ``certified``), or None."""
+        only = " AND certified = 1" if certified else ""
+        rows = self._rows("SELECT question_key, version, kind, threshold, certified, report, params, created_at "
+                          f"FROM versions WHERE question_key = ?{only} ORDER BY version DESC LIMIT 1", (question_key,))
+        if not rows:
             return None
-        return next(v for v in self.versions(question_key) if v.version == int(rows[0][0]))
+        r = rows[0]
+        return VersionRecord(r[0], int(r[1]), r[2], r[3], bool(r[4]), json.loads(r[5]), bytes(r[6]), r[7])
+
+    def label_count(self, question_key: str) -> int:
+        """How many of a question's items have a teacher label."""
+        rows = self._rows("SELECT COUNT(*) FROM labels l JOIN items i ON i.item_key = l.item_key "
+                          "WHERE i.question_key = ?", (question_key,))
+        return int(rows[0][0])
 
     def events(self, question_key: str | None = None) -> list[dict[str, Any]]:
         """Certifications, withdrawals, retrains and resets, oldest first."""
