@@ -11,8 +11,9 @@ Example:
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from clef_agents.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from clef_agents.graph.errors import (
@@ -118,14 +119,4 @@ _dynamic_imports: dict[str, str] = {
 __all__ = list(_dynamic_imports)
 
 
-def __getattr__(name: str) -> Any:
-    module = _dynamic_imports.get(name)
-    if module is None:
-        raise AttributeError(f"module 'clef_agents.graph' has no attribute {name!r}")
-    value = getattr(import_module(f"clef_agents.graph.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, {n: f"{__name__}.{m}" for n, m in _dynamic_imports.items()}, globals())

@@ -11,8 +11,9 @@ Example:
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from clef_agents.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from clef_agents.serve.app import ServerSettings, create_app
@@ -35,14 +36,4 @@ _dynamic_imports: dict[str, str] = {
 __all__ = list(_dynamic_imports)
 
 
-def __getattr__(name: str) -> Any:
-    module = _dynamic_imports.get(name)
-    if module is None:
-        raise AttributeError(f"module 'clef_agents.serve' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return list(__all__)
+__getattr__, __dir__ = lazy_attributes(__name__, _dynamic_imports, globals())
