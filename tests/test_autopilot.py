@@ -134,3 +134,8 @@ def test_store_refuses_a_label_for_an_item_it_never_routed(tmp_path):
     ap = Autopilot(LabelStore(tmp_path / "s.sqlite"), background=False, embeddings=False)
     with pytest.raises(KeyError, match="labels are kept only for items the autopilot routed"):
         ap.record_label("nope", 0, "llm")
+
+
+def test_unknown_learner_kinds_are_refused_with_the_allowed_ones():
+    with pytest.raises(ValueError, match="learner_kinds must be some of model, recalibrated, learned, embedding"):
+        Autopilot(":memory:", learner_kinds=("forest",))

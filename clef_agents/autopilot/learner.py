@@ -41,6 +41,7 @@ RECALIBRATED_C = 1.0
 MAX_ITER = 150
 KINDS = ("model", "recalibrated", "learned")
 """The kinds the autopilot chooses among by default (``embedding`` is the baseline's)."""
+ALL_KINDS = (*KINDS, "embedding")
 EMBEDDING_C = 1.0
 
 

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from clef_agents import wire
-from clef_agents.autopilot.learner import Learner, LearnerInputs, fit_learner
+from clef_agents.autopilot.learner import ALL_KINDS, KINDS, Learner, LearnerInputs, fit_learner
 from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class AutopilotConfig:
     drift_window: int = 40
     drift_alpha: float = 0.01
     embeddings: bool = True
-    learner_kinds: tuple[str, ...] = ("model", "recalibrated", "learned")
+    learner_kinds: tuple[str, ...] = KINDS
     stop_learning_after: int | None = None
     min_minority: int = 5
     refresh_seconds: float = 10.0
@@ -108,6 +108,9 @@ class AutopilotConfig:
         for name in ("retrain_every", "first_retrain", "train_window", "cert_window", "drift_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        unknown = [k for k in self.learner_kinds if k not in ALL_KINDS]
+        if unknown or not self.learner_kinds:
+            raise ValueError(f"learner_kinds must be some of {', '.join(ALL_KINDS)}, got {list(self.learner_kinds)}")
 
 
 @dataclass
