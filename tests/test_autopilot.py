@@ -139,3 +139,19 @@ def test_store_refuses_a_label_for_an_item_it_never_routed(tmp_path):
 def test_unknown_learner_kinds_are_refused_with_the_allowed_ones():
     with pytest.raises(ValueError, match="learner_kinds must be some of model, recalibrated, learned, embedding"):
         Autopilot(":memory:", learner_kinds=("forest",))
+
+
+def test_a_retrain_in_a_child_process_is_stored_and_served(tmp_path):
+    stream = synthetic_stream(900, seed=6)
+    ap = Autopilot(tmp_path / "autopilot.sqlite", background="process", embeddings=False)
+    assert ap.background == "process"
+    replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    assert ap.wait_idle(timeout=300)
+    key = ap.store.questions()[0]["question_key"]
+    certified = [v for v in ap.store.versions(key) if v.certified]
+    assert certified and ap.serving("replay", "q", QUESTION).version == certified[-1].version
+    ap.close()
+    with pytest.raises(ValueError, match="needs a store another process can open"):
+        Autopilot(":memory:", background="process")
+    with pytest.raises(ValueError, match="background must be"):
+        Autopilot(":memory:", background="sometimes")

@@ -1,6 +1,7 @@
 """Request latency of a gate on ``mini`` with the autopilot, with and without a retrain running in the
-background, and the wall time of that retrain on 1,000 labels (the issue's targets: retrain <= 60 s on 2
-cores, request p99 while it runs <= 2.5x its normal value).
+background (in a thread of the serving process, and in a child process at lower priority: the autopilot's
+``background="thread"`` and ``"process"``), and the wall time of that retrain on 1,000 labels (the issue's
+targets: retrain <= 60 s on 2 cores, request p99 while it runs <= 2.5x its normal value).
 
 Blocks of requests with and without a concurrent retrain alternate, so both see the same machine.
 
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -48,49 +50,70 @@ def main() -> int:
         pilot.record_label(decision.item_key, intents.index(row["label"]), "gold")
     key = decision.question_key
     requests = [r["text"] for r in rows[1000:]]
-    normal, during, retrains = [], [], []
-    block = 25
-    for start in range(0, len(requests) - 2 * block + 1, 2 * block):
-        for text in requests[start : start + block]:
-            t = time.perf_counter()
-            node.invoke({"request": text})
-            normal.append(time.perf_counter() - t)
-        worker = threading.Thread(target=lambda: retrains.append(_timed(pilot.retrain, key)))
-        worker.start()
-        for text in requests[start + block : start + 2 * block]:
-            t = time.perf_counter()
-            node.invoke({"request": text})
-            if worker.is_alive():
-                during.append(time.perf_counter() - t)
-        worker.join()
-    result = {
-        "requests_normal": len(normal), "requests_during_retrain": len(during),
-        "p50_ms": {"normal": 1000 * float(np.percentile(normal, 50)), "during": 1000 * float(np.percentile(during, 50))},
-        "p99_ms": {"normal": 1000 * float(np.percentile(normal, 99)), "during": 1000 * float(np.percentile(during, 99))},
-        "retrain_seconds_1000_labels": retrains,
-        "command": "python bench/autopilot/latency.py",
-    }
-    result["p99_ratio"] = result["p99_ms"]["during"] / result["p99_ms"]["normal"]
-    result["p50_ratio"] = result["p50_ms"]["during"] / result["p50_ms"]["normal"]
+    result: dict = {"command": "python bench/autopilot/latency.py"}
+    block = 20
+    for mode in ("thread", "process"):
+        normal, during, retrains = [], [], []
+        for start in range(0, len(requests) - 2 * block + 1, 2 * block):
+            for text in requests[start : start + block]:
+                t = time.perf_counter()
+                node.invoke({"request": text})
+                normal.append(time.perf_counter() - t)
+            worker = _start_retrain(mode, pilot, key, retrains)
+            for text in requests[start + block : start + 2 * block]:
+                t = time.perf_counter()
+                node.invoke({"request": text})
+                if worker.is_alive():
+                    during.append(time.perf_counter() - t)
+            worker.join()
+        result[mode] = {
+            "requests_normal": len(normal), "requests_during_retrain": len(during),
+            "p50_ms": {"normal": 1000 * float(np.percentile(normal, 50)), "during": 1000 * float(np.percentile(during, 50))},
+            "p99_ms": {"normal": 1000 * float(np.percentile(normal, 99)), "during": 1000 * float(np.percentile(during, 99))},
+            "retrain_seconds_1000_labels": retrains,
+        }
+        r = result[mode]
+        r["p50_ratio"] = r["p50_ms"]["during"] / r["p50_ms"]["normal"]
+        r["p99_ratio"] = r["p99_ms"]["during"] / r["p99_ms"]["normal"]
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "latency.json").write_text(json.dumps(result, indent=1) + "\n")
-    (OUT / "latency.md").write_text(
-        "# Gate latency with the autopilot, and a retrain on 1,000 labels\n\n"
-        f"Command: `{result['command']}` (2 CPU cores, torch on one thread; a DecisionNode on mini with an "
-        "autopilot, snips requests; blocks with and without a retrain running in a background thread alternate).\n\n"
-        "| | normal | while retraining | ratio |\n|---|---:|---:|---:|\n"
-        f"| p50 ms | {result['p50_ms']['normal']:.1f} | {result['p50_ms']['during']:.1f} | {result['p50_ratio']:.2f} |\n"
-        f"| p99 ms | {result['p99_ms']['normal']:.1f} | {result['p99_ms']['during']:.1f} | {result['p99_ratio']:.2f} |\n\n"
-        f"Requests: {len(normal)} normal, {len(during)} while a retrain ran. Retrain on 1,000 labels (fit, certify, "
-        f"store): {', '.join(f'{s:.1f}' for s in retrains)} s.\n")
+    lines = ["# Gate latency with the autopilot, and a retrain on 1,000 labels", "",
+             f"Command: `{result['command']}` (2 CPU cores, torch on one thread; a DecisionNode on mini with an autopilot, "
+             "snips requests; blocks of 20 requests with and without a retrain running alternate). The retrain's wall "
+             "time includes, in a child process, starting Python and loading MiniLM.", "",
+             "| retrain runs in | p50 ms normal | p50 ms while retraining | ratio | p99 ms normal | p99 ms while retraining "
+             "| ratio | requests while retraining | retrain on 1,000 labels, s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for mode in ("thread", "process"):
+        r = result[mode]
+        lines.append(f"| a {mode} | {r['p50_ms']['normal']:.1f} | {r['p50_ms']['during']:.1f} | {r['p50_ratio']:.2f} | "
+                     f"{r['p99_ms']['normal']:.1f} | {r['p99_ms']['during']:.1f} | {r['p99_ratio']:.2f} | "
+                     f"{r['requests_during_retrain']} | {', '.join(f'{x:.1f}' for x in r['retrain_seconds_1000_labels'])} |")
+    (OUT / "latency.md").write_text("\n".join(lines) + "\n")
     print((OUT / "latency.md").read_text())
     return 0
 
 
-def _timed(fn, *args) -> float:
-    t = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - t
+def _start_retrain(mode: str, pilot, key: str, seconds: list[float]) -> threading.Thread:
+    """A retrain of the question on its 1,000 labels, in a thread of this process or in a child process."""
+    import multiprocessing
+
+    from clef_agents.autopilot.pilot import retrain_in_process
+
+    def run() -> None:
+        t = time.perf_counter()
+        if mode == "thread":
+            pilot.retrain(key)
+        else:
+            child = multiprocessing.get_context("spawn").Process(
+                target=retrain_in_process, args=(pilot.store.path, key, asdict(pilot.config)))
+            child.start()
+            child.join()
+        seconds.append(time.perf_counter() - t)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker
 
 
 if __name__ == "__main__":

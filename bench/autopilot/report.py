@@ -96,7 +96,7 @@ def write_report(rows: list[dict[str, Any]], out: Path, wall_seconds: float, com
 def targets(agg: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
     lines = ["## Against the issue's targets (perfect teacher unless said)", "",
              "| task | autopilot / online cascade, teacher calls | accuracy: autopilot − always teacher (points) | "
-             "last 1,000 − (hindsight + audit) (points) |", "|---|---:|---:|---:|"]
+             "last 1,000 − hindsight (audit share included) (points) |", "|---|---:|---:|---:|"]
     for task in TASKS:
         ours, base = agg.get((task, "perfect", "autopilot")), agg.get((task, "perfect", "online_cascade"))
         always = agg.get((task, "perfect", "always_teacher"))
@@ -135,6 +135,8 @@ def plot(rows: list[dict[str, Any]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = [t for t in TASKS if any(r["task"] == t for r in rows)]
+    if not tasks:
+        return
     for metric, ylabel, name in (("teacher_share", "teacher-call share", "teacher_share.png"),
                                  ("automatic_agreement", "automatic agreement with teacher", "agreement.png")):
         cols = 3

@@ -140,10 +140,11 @@ def run_job(job: tuple[str, int, str, str]) -> dict[str, Any]:
             "curves": curves(result)}
 
 
-def jobs_for(tasks: list[str], seeds: list[int], noisy_seeds: list[int]) -> list[tuple[str, int, str, str]]:
-    jobs = [(t, s, "perfect", m) for t in tasks for s in seeds for m in METHODS]
+def jobs_for(tasks: list[str], seeds: list[int], noisy_seeds: list[int],
+             methods: tuple[str, ...] = METHODS) -> list[tuple[str, int, str, str]]:
+    jobs = [(t, s, "perfect", m) for t in tasks for s in seeds for m in methods]
     jobs += [(t, s, "noisy", m) for t in tasks if t in MAIN_TASKS for s in noisy_seeds
-             for m in ("always_teacher", "online_cascade", "autopilot")]
+             for m in ("always_teacher", "online_cascade", "autopilot") if m in methods]
     # longest first, so two workers finish together
     cost = {"autopilot": 3, "teach_once": 2, "online_cascade": 1}
     return sorted(jobs, key=lambda j: -cost.get(j[3], 0))
@@ -154,11 +155,14 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*", default=list(TASKS))
     parser.add_argument("--seeds", nargs="*", type=int, default=list(SEEDS))
     parser.add_argument("--noisy-seeds", nargs="*", type=int, default=[0, 1])
+    parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--report-only", action="store_true",
+                        help="render the report from the runs already done, running none (missing runs are left out)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    jobs = jobs_for(args.tasks, args.seeds, args.noisy_seeds)
+    jobs = jobs_for(args.tasks, args.seeds, args.noisy_seeds, tuple(args.methods))
     started = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -168,7 +172,7 @@ def main() -> int:
         for line in partial.read_text().splitlines():
             row = json.loads(line)
             done[(row["task"], row["seed"], row["teacher"], row["method"])] = row
-    todo = [j for j in jobs if j not in done]
+    todo = [] if args.report_only else [j for j in jobs if j not in done]
     print(f"{len(jobs)} runs, {len(todo)} to do", flush=True)
     with Pool(args.workers) as pool, partial.open("a") as fh:
         for k, row in enumerate(pool.imap_unordered(run_job, todo), 1):
@@ -178,8 +182,11 @@ def main() -> int:
             print(f"[{k}/{len(todo)} {time.perf_counter() - started:.0f}s] {row['task']} seed {row['seed']} "
                   f"{row['teacher']} {row['method']}: teacher {s['teacher_share']:.3f} (last {s['teacher_share_last']:.3f})"
                   f" acc {s['accuracy']:.3f} auto agree {s['automatic_agreement']}", flush=True)
-    rows = [json.loads(line) for line in partial.read_text().splitlines()]
-    rows = [r for r in rows if (r["task"], r["seed"], r["teacher"], r["method"]) in set(jobs)]
+    wanted, rows = set(jobs), {}
+    for line in partial.read_text().splitlines():  # the first row of each run (several invocations may share the file)
+        row = json.loads(line)
+        rows.setdefault((row["task"], row["seed"], row["teacher"], row["method"]), row)
+    rows = [row for key, row in rows.items() if key in wanted]
     from bench.autopilot.report import write_report
 
     write_report(rows, out, wall_seconds=time.perf_counter() - started, command=" ".join(sys.argv))

@@ -233,7 +233,10 @@ class Autopilot:
         config: an ``AutopilotConfig`` (or its fields as keywords).
         teacher_model: an optional ``BaseDecisionModel`` that teaches (a bigger local model, a System One
             server through ``RemoteDecisionModel``); the graph layer asks it before any LLM or person.
-        background: retrain in a worker thread (True) or inline, in the call that brings the label (False).
+        background: where retrains run: ``"process"`` (a child process at lower priority, so requests keep their
+            cores and the GIL: bench/autopilot/results/latency.md), ``"thread"`` (a worker thread), ``"auto"``
+            (the default: a process for a file or PostgreSQL store, a thread for ``":memory:"``), or False
+            (inline, in the call that brings the label: replays and tests).
         learn: fit new versions here (True); a replica with ``learn=False`` records labels and serves the versions
             the one learning process stores (it looks every ``refresh_seconds``).
         embedder: what turns states into sentence vectors (default: MiniLM, loaded on first use).
@@ -245,14 +248,14 @@ class Autopilot:
     """
 
     def __init__(self, store: LabelStore | str | Path = "autopilot.sqlite", config: AutopilotConfig | None = None, *,
-                 teacher_model: Any = None, background: bool = True, learn: bool = True, embedder: Any = None,
+                 teacher_model: Any = None, background: bool | str = "auto", learn: bool = True, embedder: Any = None,
                  **settings: Any):
         if config is not None and settings:
             raise TypeError("give either config= or settings as keywords, not both")
         self.config = config or AutopilotConfig(**settings)
         self.store = store if isinstance(store, LabelStore) else LabelStore(store)
         self.teacher_model = teacher_model
-        self.background = background
+        self.background = _background_mode(background, self.store)
         self.learn = learn
         self._embedder = embedder
         self._questions: dict[str, _Question] = {}
@@ -333,6 +336,10 @@ class Autopilot:
             with q.lock:
                 q.serving, q.since_seq = serving, since
 
+    def question_of(self, key: str) -> _Question:
+        """The state this process holds for a question key (loaded from the store when not asked here yet)."""
+        return self._questions.get(key) or self._known_question(key)
+
     def _known_question(self, key: str) -> _Question:
         """A question this process has not asked yet but the store knows (a label after a restart)."""
         found = next((q for q in self.store.questions() if q["question_key"] == key), None)
@@ -389,7 +396,7 @@ class Autopilot:
         stored = self.store.item(item)
         if stored is None:
             raise KeyError(f"no item {item!r} in {self.store!r}: labels are kept only for items the autopilot routed")
-        q = self._questions.get(stored.question_key) or self._known_question(stored.question_key)
+        q = self.question_of(stored.question_key)
         if not 0 <= int(label) < q.n_options:
             raise ValueError(f"label {label} is not an option index of {q.key} (0..{q.n_options - 1})")
         if not self.store.add_label(item, int(label), source):
@@ -454,7 +461,10 @@ class Autopilot:
             if key is None:
                 return
             try:
-                self.retrain(key)
+                if self.background == "process":
+                    self._retrain_in_child(key)
+                else:
+                    self.retrain(key)
                 self._retrain_if_due(self._questions[key])  # labels that came in while it trained
             except Exception:  # a failed retrain leaves the serving version as it is
                 logger.exception("autopilot: retraining %s failed; the serving version stays", key)
@@ -464,6 +474,26 @@ class Autopilot:
                 with self._idle:
                     self._busy -= 1
                     self._idle.notify_all()
+
+    def _retrain_in_child(self, key: str) -> None:
+        """Retrain in a child process (it stores the version), then serve what it stored."""
+        import multiprocessing  # noqa: PLC0415
+
+        child = multiprocessing.get_context("spawn").Process(
+            target=retrain_in_process, args=(self.store.path, key, asdict(self.config)), name="autopilot-learner")
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"the learner process for {key} exited with {child.exitcode}")
+        q = self._questions[key]
+        latest = self.store.latest_version(key)
+        serving, since = self._stored_serving(key, q.n_options)
+        with q.lock:
+            q.labels_at_fit = int(latest.report["labels"]) if latest else q.labels_at_fit
+            q.last_retrain_s = latest.report.get("seconds") if latest else None
+            q.retrain_pending = False
+            if serving.version != q.serving.version:
+                q.serving, q.since_seq, q.audits = serving, since, []
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no retrain is queued or running; False on timeout."""
@@ -551,6 +581,30 @@ class Autopilot:
         """Per question: labels by source, teacher calls saved, the certified threshold and bound, the version,
         the last retrain and the drift state."""
         return question_status(self.store, self._questions)
+
+
+def _background_mode(background: bool | str, store: LabelStore) -> str | bool:
+    if background is True:
+        return "thread"
+    if background == "auto":
+        return "thread" if store.path == ":memory:" else "process"
+    if background not in (False, "thread", "process"):
+        raise ValueError(f"background must be 'auto', 'process', 'thread', True or False, got {background!r}")
+    if background == "process" and store.path == ":memory:":
+        raise ValueError("background='process' needs a store another process can open (a file or PostgreSQL), "
+                         "not ':memory:'")
+    return background
+
+
+def retrain_in_process(store: str, key: str, settings: dict[str, Any]) -> None:
+    """A child process's retrain of one question: at lower priority, torch on one thread, the version stored."""
+    import os  # noqa: PLC0415
+
+    os.nice(10)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    settings = {**settings, "learner_kinds": tuple(settings["learner_kinds"])}
+    pilot = Autopilot(store, AutopilotConfig(**settings), background=False)
+    pilot.retrain(pilot.question_of(key).key)
 
 
 def question_status(store: LabelStore, live: Mapping[str, _Question] | None = None) -> list[dict[str, Any]]:
