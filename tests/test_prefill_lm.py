@@ -139,7 +139,7 @@ def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
                    demonstrations=EXAMPLES[:1], questions_first=True, noul_both_forms=True)
     assert lm.save_settings(folder).name == SETTINGS_FILE
     try:
-        loaded = PrefillLM.load(folder)
+        loaded = PrefillLM.load(folder, precision="float32")
         assert (loaded.calibration.noul_a, loaded.calibration.noul_b, loaded.calibration.choice_temperature) == (0.3, -0.1, 1.7)
         assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
         assert loaded.prior_correction == {"choice": 0.75}
@@ -428,7 +428,7 @@ def test_the_yes_no_probe_is_saved_beside_the_settings_and_loaded_back(folder, l
     probed = PrefillLM(lm.model, lm.tokenizer, noul_probe=probe_for(lm, [2]))
     try:
         probed.save_settings(folder)
-        loaded = PrefillLM.load(folder)
+        loaded = PrefillLM.load(folder, precision="float32")
         assert loaded.settings().noul_probe == "noul_probe.safetensors"
         torch.testing.assert_close(torch.cat(loaded.logits(STATE, NOULS)[0]), torch.cat(probed.logits(STATE, NOULS)[0]))
     finally:
@@ -492,7 +492,7 @@ def test_the_adapter_is_saved_beside_the_settings_and_loaded_back(folder):
     try:
         assert LMSettings.model_validate_json((folder / SETTINGS_FILE).read_text()).noul_adapter == "noul_adapter"
         assert (folder / "noul_adapter" / "adapter_model.safetensors").is_file()
-        loaded = PrefillLM.load(folder)
+        loaded = PrefillLM.load(folder, precision="float32")
         assert loaded.adapter_names() == ["noul"]
         got, _, _ = loaded.logits(STATE, QUESTIONS)
         for a, b in zip(got, expected):
