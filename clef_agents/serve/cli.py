@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-questions", type=int, default=None, help="most questions per request; beyond it 422 (default 64)")
     parser.add_argument("--max-options", type=int, default=None, help="most options over all questions of a request (a noul counts 2; default 1024)")
     parser.add_argument("--max-state-chars", type=int, default=None, help="most characters of state text per request (default 262144)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: all cores)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: 1, or $CLEF_AGENTS_THREADS: bench/threads/results.md)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)")
     ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
     ray.add_argument("--ray", action="store_true", help="deploy on Ray Serve instead of a single uvicorn process")

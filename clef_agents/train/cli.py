@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--steps", type=int, default=3000, help="optimiser steps (default 3000)")
     train.add_argument("--batch-size", type=int, default=32, help="records per step (default 32)")
     train.add_argument("--seed", type=int, default=0, help="seed of sampling and initialisation (default 0)")
-    train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    train.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: 1, or $CLEF_AGENTS_THREADS; bench/threads/results.md)")
     train.add_argument("--stage", choices=["full", "adapter", "head", "match"], default="full",
                        help="full: LoRA + head; adapter: LoRA alone, through probes on pooled states (train the head after);"
                             " head / match: the head (or its pooled part) on cached states")
@@ -101,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="keep the parts fitted without the held-out records (by default, once every choice is "
                             "made on them, the parts are fitted again on all records)")
     teach.add_argument("--seed", type=int, default=0, help="seed of the held-out draw and of the fits (default 0)")
-    teach.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    teach.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: 1, or $CLEF_AGENTS_THREADS; bench/threads/results.md)")
     teach.add_argument("--no-progress", action="store_true", help="no progress bars")
     teach.set_defaults(func=_run_teach)
 
@@ -135,7 +135,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reader.add_argument("--keep-every", type=int, default=None, metavar="STEPS",
                         help="also keep OUT/step<N> every this many steps, to choose a checkpoint afterwards (default: none)")
     reader.add_argument("--seed", type=int, default=0, help="seed of the data draw, order and initialisation (default 0)")
-    reader.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    reader.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: 1, or $CLEF_AGENTS_THREADS; bench/threads/results.md)")
     reader.add_argument("--no-progress", action="store_true", help="no progress bar")
     reader.add_argument("--records", nargs="*", default=None,
                         help="staged one-question records (JSONL from 'clef-agents reader-records') instead of a draw from the data sets")
@@ -178,7 +178,9 @@ def _run_train_reader(args: argparse.Namespace) -> int:
     from clef_agents.train.reader import attach_reader, train_reader
 
     if args.threads:
-        torch.set_num_threads(args.threads)
+        from clef_agents.model.threads import use_threads
+
+        use_threads(args.threads)
     summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
                            exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
                            config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress,
@@ -389,9 +391,9 @@ def _run_teach(args: argparse.Namespace) -> int:
 
     check_trainable(args.datasets or [])
     if args.threads:
-        import torch
+        from clef_agents.model.threads import use_threads
 
-        torch.set_num_threads(args.threads)
+        use_threads(args.threads)
     records, held_out = _read_jsonl(args.records or []), _read_jsonl(args.valid_records or [])
     for name in args.datasets or []:
         from clef_agents.train.datasets import available_splits, load_records
