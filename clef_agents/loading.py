@@ -145,6 +145,9 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
 
         fast, _, precise = spec.partition(TIER_SEPARATOR)
         return TieredDecisionModel(load_model(fast.strip(), api_key=api_key), load_model(precise.strip(), api_key=api_key))
+    from clef_agents.model.threads import apply_default_threads
+
+    apply_default_threads()  # the measured default for a process that answers requests (bench/threads)
     if kind == "lm":
         from clef_agents.model.prefill_lm import PrefillLMDecisionModel
 

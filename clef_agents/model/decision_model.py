@@ -14,7 +14,6 @@ from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.loading import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
 from clef_agents.model.config import ClefConfig, HeadSettings, LoraSettings
 from clef_agents.model.engine import DecisionEngine
-from clef_agents.model.threads import apply_default_threads
 from clef_agents.taught_index import TaughtQuestionInfo
 
 
@@ -71,7 +70,6 @@ class ClefDecisionModel(BatchedDecisionModel):
         """
         import torch
 
-        apply_default_threads()
         engine = DecisionEngine.load(checkpoint_folder(name_or_path), torch.device(device) if device else None, head_precision,
                                      reader=reader)
         return cls(engine)

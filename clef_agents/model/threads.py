@@ -2,8 +2,10 @@
 
 Measured (bench/threads/results.md, 2 cores, one untaught question on mini): two threads answer 6 % faster than
 one on a quiet machine and 2.0x slower at p50 (3.7x at p90) beside one busy process, because every parallel
-region of a forward waits for all its threads. So a loaded decision model runs torch on one thread unless told
-otherwise: ``CLEF_AGENTS_THREADS=N`` (or ``OMP_NUM_THREADS``, or ``--threads`` on the command line) sets it.
+region of a forward waits for all its threads. So the entry points that own their process — ``load_model(spec)``
+(the CLI, the server, the ready graphs) and the training commands — run torch on one thread unless told otherwise:
+``CLEF_AGENTS_THREADS=N`` (or ``OMP_NUM_THREADS``, or ``--threads``) sets it. ``ClefDecisionModel.from_pretrained``
+called directly leaves torch's threads as the caller set them.
 
 Example:
     >>> chosen_threads({"CLEF_AGENTS_THREADS": "3"}), chosen_threads({"OMP_NUM_THREADS": "4"}), chosen_threads({})
@@ -43,6 +45,15 @@ def apply_default_threads() -> int:
     if threads is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return torch.get_num_threads()
+
+
+def command_threads(threads: int | None) -> int:
+    """What a command's ``--threads`` means: that many threads for the whole process, or the measured default
+    (``apply_default_threads``) when it is not given; returns the count torch runs with."""
+    if threads:
+        use_threads(threads)
+        return threads
+    return apply_default_threads()
 
 
 def use_threads(threads: int) -> None:

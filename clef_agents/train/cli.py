@@ -177,10 +177,9 @@ def _run_train_reader(args: argparse.Namespace) -> int:
     from clef_agents.model.reader import ReaderConfig
     from clef_agents.train.reader import attach_reader, train_reader
 
-    if args.threads:
-        from clef_agents.model.threads import use_threads
+    from clef_agents.model.threads import command_threads
 
-        use_threads(args.threads)
+    command_threads(args.threads)
     summary = train_reader(args.out, steps=args.steps, batch_size=args.batch_size, lr=args.lr, per_set=args.per_set,
                            exclude=tuple(args.exclude), seed=args.seed, time_limit_s=args.time_limit, save_every=args.save_every,
                            config=ReaderConfig(max_tokens=args.max_tokens), init=args.init, progress=not args.no_progress,
@@ -229,6 +228,9 @@ def _run_train(args: argparse.Namespace) -> int:
         if args.stage in ("head", "match"):
             train_records = cap_records(train_records, MINI_CACHE_CAPS, args.seed, keep=label_weights)
     print(f"training on {len(train_records)} records ({len(weights) or 'custom'} datasets); {len(valid_records)} held out for calibration")
+    from clef_agents.model.threads import command_threads
+
+    command_threads(args.threads)
     model, previous_card = _starting_model(args)
     settings = TrainSettings(steps=args.steps, batch_size=args.batch_size, seed=args.seed, threads=args.threads,
                              dataset_weights=weights, label_weights=label_weights, stage=args.stage,
@@ -390,10 +392,9 @@ def _run_teach(args: argparse.Namespace) -> int:
     from clef_agents.train.split import check_trainable
 
     check_trainable(args.datasets or [])
-    if args.threads:
-        from clef_agents.model.threads import use_threads
+    from clef_agents.model.threads import command_threads
 
-        use_threads(args.threads)
+    command_threads(args.threads)
     records, held_out = _read_jsonl(args.records or []), _read_jsonl(args.valid_records or [])
     for name in args.datasets or []:
         from clef_agents.train.datasets import available_splits, load_records
