@@ -33,12 +33,7 @@ def model_probabilities(model, task, texts: list[str], options: tuple[str, ...],
     out = []
     for start in range(0, len(texts), batch):
         requests = [{"state": text, "questions": {"q": question}} for text in texts[start : start + batch]]
-        for response in model.batch(requests):
-            answer = response.answers["q"]
-            if answer.type == "noul":
-                out.append([answer.noul, 1.0 - answer.noul])
-            else:
-                out.append(list(wire.answer_probabilities(answer)))
+        out += [wire.answer_probabilities(response.answers["q"]) for response in model.batch(requests)]
     return np.asarray(out, dtype=np.float32)
 
 

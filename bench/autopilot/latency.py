@@ -33,7 +33,8 @@ def main() -> int:
     torch.set_num_threads(1)
     from langchain_core.decisions import Choice
 
-    from clef_agents.autopilot import Autopilot, option_probabilities
+    from clef_agents import wire
+    from clef_agents.autopilot import Autopilot
     from clef_agents.graph import DecisionNode
     from clef_agents.model import ClefDecisionModel
 
@@ -46,7 +47,7 @@ def main() -> int:
     for row in rows[:1000]:  # 1,000 labelled items, without retraining as they come
         response = model.invoke({"state": row["text"], "questions": {"intent": question}})
         decision = pilot.decide("assistant", "intent", question, row["text"],
-                                option_probabilities(response.answers["intent"]))
+                                wire.answer_probabilities(response.answers["intent"]))
         pilot.record_label(decision.item_key, intents.index(row["label"]), "gold")
     key = decision.question_key
     requests = [r["text"] for r in rows[1000:]]

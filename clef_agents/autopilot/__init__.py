@@ -16,7 +16,7 @@ from clef_agents.lazy import lazy_attributes
 
 _EXPORTS = {
     "pilot": ("Autopilot", "AutopilotConfig", "AutoDecision", "Serving", "question_key", "item_key",
-              "option_probabilities", "question_status"),
+              "question_status"),
     "store": ("LabelStore", "LABEL_SOURCES"),
     "learner": ("Learner", "LearnerInputs", "fit_learner"),
     "embedder": ("SentenceEmbedder",),

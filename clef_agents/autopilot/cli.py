@@ -140,7 +140,7 @@ def _replay(args: argparse.Namespace) -> int:
     import numpy as np
 
     from clef_agents import wire
-    from clef_agents.autopilot.pilot import Autopilot, option_probabilities
+    from clef_agents.autopilot.pilot import Autopilot
     from clef_agents.autopilot.replay import Stream, replay
     from clef_agents.loading import load_model
 
@@ -148,7 +148,7 @@ def _replay(args: argparse.Namespace) -> int:
     model = load_model(args.model)
     typed = wire.validate_questions({qid: question})
     answers = model.batch([{"state": s, "questions": typed} for s in states])
-    probs = np.array([option_probabilities(a.answers[qid]) for a in answers])
+    probs = np.array([wire.answer_probabilities(a.answers[qid]) for a in answers])
     stream = Stream(states, probs, np.array(labels))
     pilot = Autopilot(args.store, background=False, target=args.target, confidence=args.confidence,
                       audit=args.audit, embeddings=not args.no_embeddings)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import queue
 import threading
 import time
@@ -194,25 +193,6 @@ def uniform_draw(key: str, seed: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def option_probabilities(answer: Any) -> list[float]:
-    """A wire answer's probabilities in option order (yes/no as ``[p(yes), p(no)]``).
-
-    Example:
-        >>> option_probabilities({"type": "noul", "noul": 0.8})
-        [0.8, 0.19999999999999996]
-    """
-    if isinstance(answer, Mapping):
-        answer = _answer(answer)
-    return [float(p) for p in wire.answer_probabilities(answer)]
-
-
-def _answer(raw: Mapping[str, Any]) -> Any:
-    from langchain_core.decisions import ChoiceAnswer, NoulAnswer, ScoreAnswer  # noqa: PLC0415
-
-    kind = {"noul": NoulAnswer, "choice": ChoiceAnswer, "score": ScoreAnswer}[raw["type"]]
-    return kind.model_validate(dict(raw))
-
-
 def drift_p_value(errors: int, n: int, target: float) -> float:
     """P(at least ``errors`` disagreements in ``n`` audits) if agreement were exactly ``target``.
 
@@ -360,7 +340,7 @@ class Autopilot:
         if len(probs) != q.n_options:
             raise ValueError(f"{len(probs)} model probabilities for {q.n_options} options of {q.key}")
         key = item_key(q.key, state_text)
-        known = self.store.label(key)
+        known = self.known_label(key)
         stored = self.store.item(key)
         if known is not None:
             return AutoDecision(key, q.key, "known", known[0], 1.0, bool(stored and stored.marked),
@@ -417,6 +397,10 @@ class Autopilot:
                 q.retrain_pending = True
         if due:
             self._schedule(q.key)
+
+    def known_label(self, item: str) -> tuple[int, str] | None:
+        """The teacher's label of an item (an option index) and its source, or None when it has none yet."""
+        return self.store.label(item)
 
     def record_failure(self, item: str, source: str, error: str) -> None:
         """Keep a teacher answer that failed, timed out or fell outside the options: it never becomes a label."""

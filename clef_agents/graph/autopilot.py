@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from clef_agents import wire
-from clef_agents.graph.state import canonical_label
+from clef_agents.graph.state import answer_label, canonical_label
 
 logger = logging.getLogger(__name__)
 
@@ -84,10 +84,9 @@ def ask_teacher_model(autopilot: Any, value: Any, questions: Mapping[str, wire.T
         return {}
     final = {}
     for qid, question in asked.items():
-        index = int(max(range(len(wire.option_names(question))),
-                        key=lambda i: wire.answer_probabilities(answers[qid])[i]))
+        label = answer_label(question, answers[qid])
+        index = wire.label_index(question, label)
         autopilot.record_label(route[qid][AUTOPILOT_KEY]["item_key"], index, "model")
-        label = label_from_index(question, index)
         route[qid]["escalations"] = [*route[qid]["escalations"], {"to": "model", "model": name, "outcome": "accepted",
                                                                   "label": label}]
         final[qid] = {"label": label, "source": "llm", "probability": None}
@@ -117,5 +116,5 @@ def known_teacher_label(autopilot: Any, route_item: Mapping[str, Any], question:
     decision = route_item.get(AUTOPILOT_KEY)
     if autopilot is None or not decision:
         return None
-    found = autopilot.store.label(decision["item_key"])
+    found = autopilot.known_label(decision["item_key"])
     return None if found is None else (label_from_index(question, found[0]), found[1])

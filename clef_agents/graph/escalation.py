@@ -292,17 +292,16 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         for qid, question in questions.items():
             outcome = _judge_llm_answer(question, by_qid.get(qid), error, left_out=qid not in given)
             route[qid]["escalations"].append({"to": "llm", "model": model_name, **outcome})
-            if outcome["outcome"] == "accepted":
-                final[qid] = {"label": outcome["label"], "source": "llm", "probability": None}
-                record_teacher_label(self.gate.autopilot, route[qid], question, outcome["label"], "llm")
-            else:
+            if outcome["outcome"] != "accepted":
                 record_teacher_failure(self.gate.autopilot, route[qid], "llm",
                                        outcome.get("error") or f"the LLM {outcome['outcome']}")
-            if outcome["outcome"] == "accepted":
-                if self.gate.traces is not None:
-                    self.gate.traces.record_outcome(
-                        entry["trace_id"], qid, outcome["label"], "llm", {"lane": "llm", "llm_model": model_name}
-                    )
+                continue
+            final[qid] = {"label": outcome["label"], "source": "llm", "probability": None}
+            record_teacher_label(self.gate.autopilot, route[qid], question, outcome["label"], "llm")
+            if self.gate.traces is not None:
+                self.gate.traces.record_outcome(
+                    entry["trace_id"], qid, outcome["label"], "llm", {"lane": "llm", "llm_model": model_name}
+                )
         for qid, (label, source) in (known or {}).items():
             route[qid]["escalations"].append({"to": "llm", "model": model_name, "outcome": "labelled before",
                                               "label": label, "source": source})
