@@ -18,6 +18,9 @@ records; and the fit runs a fixed sequence of tests from the top down, which sto
 failure, so the power of the whole procedure at a share is at most the power of the single test
 there. Read ``records_needed`` as a lower bound.
 
+The power of one exact test (``single_test_power``, ``critical_errors``, ``accepted_for_power``) is
+computed in ``stats``, beside the test; it is importable from here as well.
+
 Example:
     >>> records_needed(error_rate=0.005, coverage=0.75, target=0.01, delta=0.1, power=0.8) > 2000
     True
@@ -30,7 +33,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clef_agents.thresholds.stats import binomial_cdf, binomial_log_pmf, min_accepted_for
+from clef_agents.thresholds.stats import (  # the power of one exact test lives with the test itself
+    accepted_for_power,
+    check_rates,
+    critical_errors,
+    min_accepted_for,
+    single_test_power,
+)
+
+__all__ = ["accepted_for_power", "critical_errors", "planning_table", "records_needed", "single_test_power"]
 
 PLANNING_SHARES = (0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95)
 """Automatic shares the calibrate report plans for."""
@@ -39,56 +50,6 @@ PLANNING_POWERS = (0.5, 0.8)
 """Powers the calibrate report gives record counts for."""
 
 MAX_RECORDS = 10_000_000
-
-
-def critical_errors(accepted: int, target: float, delta: float) -> int:
-    """Most errors among ``accepted`` decisions that still reject ``H0: error > target`` at ``delta``.
-
-    ``-1`` when even zero errors are not enough (too few decisions).
-
-    Example:
-        >>> critical_errors(230, 0.01, 0.1), critical_errors(229, 0.01, 0.1)
-        (0, -1)
-    """
-    _check_rates(target=target, delta=delta)
-    if accepted <= 0:
-        return -1
-    top = min(accepted, int(accepted * target + 10 * math.sqrt(accepted * target + 1) + 10))
-    cdf = np.cumsum(np.exp(binomial_log_pmf(np.arange(top + 1), accepted, target)))
-    passing = np.nonzero(cdf <= delta)[0]
-    return int(passing[-1]) if len(passing) else -1
-
-
-def single_test_power(accepted: int, error_rate: float, target: float, delta: float) -> float:
-    """Chance that one exact binomial test certifies ``target`` on ``accepted`` decisions whose true
-    error rate is ``error_rate``.
-
-    Example:
-        >>> round(single_test_power(1155, 0.0074, 0.01, 0.1), 2)
-        0.25
-        >>> round(single_test_power(8000, 0.0074, 0.01, 0.1), 2)
-        0.89
-    """
-    _check_rates(error_rate=error_rate)
-    k = critical_errors(accepted, target, delta)
-    return binomial_cdf(k, accepted, error_rate) if k >= 0 else 0.0
-
-
-def accepted_for_power(error_rate: float, target: float, delta: float, power: float) -> int:
-    """Fewest accepted decisions with which one exact test at ``delta`` certifies ``target`` with
-    probability ``power`` when their true error rate is ``error_rate`` (below the target).
-
-    Example:
-        >>> accepted_for_power(0.0025, 0.01, 0.1, 0.8)  # where the robust sequence start lies at 1 %
-        535
-    """
-    _check_rates(error_rate=error_rate, power=power, target=target, delta=delta)
-    if error_rate >= target:
-        raise ValueError(f"error_rate {error_rate} must be below the target {target} for any number of decisions to certify it")
-    accepted = min_accepted_for(target, delta)
-    while single_test_power(accepted, error_rate, target, delta) < power:
-        accepted += max(1, accepted // 50)
-    return accepted
 
 
 def records_needed(
@@ -112,7 +73,7 @@ def records_needed(
         >>> records_needed(0.012, 0.75, 0.01, 0.1) is None
         True
     """
-    _check_rates(error_rate=error_rate, coverage=coverage, power=power, target=target, delta=delta)
+    check_rates(error_rate=error_rate, coverage=coverage, power=power, target=target, delta=delta)
     if not 0.0 <= pilot_fraction < 1.0:
         raise ValueError(f"pilot_fraction must lie in [0, 1), got {pilot_fraction}")
     if error_rate >= target:
@@ -166,11 +127,3 @@ def planning_table(
             },
         })
     return rows
-
-
-def _check_rates(**rates: float) -> None:
-    for name, value in rates.items():
-        if name in ("target", "delta") and not 0.0 < value < 1.0:
-            raise ValueError(f"{name} must lie strictly between 0 and 1, got {value}")
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {value}")

@@ -9,6 +9,9 @@
   review budget): with probability at least ``1 - delta``, at most ``max_share`` of future decisions
   fall below the returned threshold.
 
+Both rest on one exact binomial test, whose power is here too (``single_test_power``,
+``accepted_for_power``: the ``"robust"`` sequence start; ``planning`` builds its record counts on them).
+
 Example:
     >>> import numpy as np
     >>> scores = np.linspace(0.5, 1.0, 2000)
@@ -123,6 +126,69 @@ def min_accepted_for(target: float, delta: float) -> int:
     if not 0.0 < target < 1.0 or not 0.0 < delta < 1.0:
         raise ValueError(f"target and delta must lie strictly between 0 and 1, got {target} and {delta}")
     return int(math.ceil(math.log(delta) / math.log1p(-target)))
+
+
+def critical_errors(accepted: int, target: float, delta: float) -> int:
+    """Most errors among ``accepted`` decisions that still reject ``H0: error > target`` at ``delta``.
+
+    ``-1`` when even zero errors are not enough (too few decisions).
+
+    Example:
+        >>> critical_errors(230, 0.01, 0.1), critical_errors(229, 0.01, 0.1)
+        (0, -1)
+    """
+    check_rates(target=target, delta=delta)
+    if accepted <= 0:
+        return -1
+    top = min(accepted, int(accepted * target + 10 * math.sqrt(accepted * target + 1) + 10))
+    cdf = np.cumsum(np.exp(binomial_log_pmf(np.arange(top + 1), accepted, target)))
+    passing = np.nonzero(cdf <= delta)[0]
+    return int(passing[-1]) if len(passing) else -1
+
+
+def single_test_power(accepted: int, error_rate: float, target: float, delta: float) -> float:
+    """Chance that one exact binomial test certifies ``target`` on ``accepted`` decisions whose true
+    error rate is ``error_rate``.
+
+    Example:
+        >>> round(single_test_power(1155, 0.0074, 0.01, 0.1), 2)
+        0.25
+        >>> round(single_test_power(8000, 0.0074, 0.01, 0.1), 2)
+        0.89
+    """
+    check_rates(error_rate=error_rate)
+    k = critical_errors(accepted, target, delta)
+    return binomial_cdf(k, accepted, error_rate) if k >= 0 else 0.0
+
+
+def accepted_for_power(error_rate: float, target: float, delta: float, power: float) -> int:
+    """Fewest accepted decisions with which one exact test at ``delta`` certifies ``target`` with
+    probability ``power`` when their true error rate is ``error_rate`` (below the target).
+
+    Example:
+        >>> accepted_for_power(0.0025, 0.01, 0.1, 0.8)  # where the robust sequence start lies at 1 %
+        535
+    """
+    check_rates(error_rate=error_rate, power=power, target=target, delta=delta)
+    if error_rate >= target:
+        raise ValueError(f"error_rate {error_rate} must be below the target {target} for any number of decisions to certify it")
+    accepted = min_accepted_for(target, delta)
+    while single_test_power(accepted, error_rate, target, delta) < power:
+        accepted += max(1, accepted // 50)
+    return accepted
+
+
+def check_rates(**rates: float) -> None:
+    """Refuse a rate outside ``[0, 1]``; ``target`` and ``delta`` must lie strictly inside.
+
+    Example:
+        >>> check_rates(error_rate=0.0, target=0.01)
+    """
+    for name, value in rates.items():
+        if name in ("target", "delta") and not 0.0 < value < 1.0:
+            raise ValueError(f"{name} must lie strictly between 0 and 1, got {value}")
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {value}")
 
 
 @dataclass
@@ -315,8 +381,6 @@ def _start_size(start: str, target: float, level: float, n_needed: int, start_ma
     """How many testing decisions the first threshold of the sequence should accept (``start`` checked)."""
     if start == "first":
         return min(int(math.ceil(start_margin * n_needed)), testing)
-    from clef_agents.thresholds.planning import accepted_for_power  # noqa: PLC0415 (planning imports this module)
-
     return max(n_needed, min(accepted_for_power(target / 4, target, level, 0.8), testing // 2))
 
 
