@@ -3,6 +3,7 @@
 Example:
     $ clef-agents serve --host 127.0.0.1 --port 8000 --model mini --max-batch-size 16 --max-wait-ms 5
     $ clef-agents serve --ray --replicas 2 --model mini --port 8000
+    $ python -m clef_agents.serve.cli --ray --replicas 2 --model mini --port 8000   # the same
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from clef_agents.loading import MODEL_HELP
+from clef_agents.loading import MODEL_HELP, load_model
 
 API_KEY_ENV = "CLEF_API_KEY"
 
@@ -58,6 +59,7 @@ def register(subparsers: Any) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Any:
     """``ServerSettings`` from parsed ``serve`` arguments."""
+    # imported on use: `clef-agents --help` registers this command without loading pydantic or starlette
     from clef_agents import wire
     from clef_agents.serve.app import DEFAULT_ALIASES, SERVER_LIMITS, ServerSettings
 
@@ -146,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads is not None:
         set_cpu_threads(args.threads)
     if args.ray:
-        from clef_agents.serve.ray_app import serve_forever
+        from clef_agents.serve.ray_app import serve_forever  # ray loads only for --ray
 
         return serve_forever(
             args.model,
@@ -158,9 +160,8 @@ def run(args: argparse.Namespace) -> int:
             cpus_per_replica=args.cpus_per_replica,
             address=args.ray_address,
         )
-    import uvicorn
+    import uvicorn  # the server's dependencies load only when it starts
 
-    from clef_agents.loading import load_model
     from clef_agents.serve.app import create_app
 
     app = create_app(loader=lambda: load_model(args.model), settings=settings)

@@ -8,7 +8,7 @@ HTTP proxy (one per node) spreads requests over the replicas, on one machine or 
 One command starts it (a local Ray instance, or ``--ray-address auto`` to join a cluster):
 
     clef-agents serve --ray --replicas 2 --model mini --port 8000
-    python -m clef_agents.serve.ray_app --replicas 2 --model mini --port 8000   # the same
+    python -m clef_agents.serve.cli --ray --replicas 2 --model mini --port 8000   # the same
 
 Example:
     >>> from clef_agents.serve.app import ServerSettings
@@ -156,13 +156,3 @@ def serve_forever(model_spec: str, settings: ServerSettings, **kwargs: Any) -> i
         shutdown()
     return 0
 
-
-if __name__ == "__main__":
-    import argparse
-
-    from clef_agents.serve.cli import register
-
-    parser = argparse.ArgumentParser(prog="python -m clef_agents.serve.ray_app")
-    register(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["serve", "--ray", *sys.argv[1:]])
-    sys.exit(args.func(args))
