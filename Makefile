@@ -43,16 +43,17 @@ train-mini: setup
 		--steps 2500 --batch-size 32 --lr-head 7e-4 --threads $(THREADS) --state-cache runs/state_cache.pt
 	$(VENV)/bin/clef-agents teach --model runs/mini2_head/final --out runs/mini_taught --threads $(THREADS) \
 		--datasets banking77 clinc150 hwu64 sst5 sms_spam youtube_spam bfcl_relevance hate_offensive --catch-all oos
-	$(PY) bench/gate/build_records.py --out runs/gate_records
+	$(VENV)/bin/clef-agents gate-records --check-sets bench/gate --out runs/gate_records
 	$(VENV)/bin/clef-agents teach --model runs/mini_taught --out runs/mini_gate --records runs/gate_records/teach.jsonl \
 		--valid-records runs/gate_records/blend.jsonl --no-refit --identifier-words --threads $(THREADS)
 	# the question reader (answers untaught questions): two runs from the backbone on the two recipes, without the probe sets
-	# (clef_agents.train.split.READER_PROBE); bench/reader/probe.py chooses the checkpoint, the prior correction, the
-	# calibration for untaught questions and the head's mixing weights on the probe, and writes runs/reader_probe
+	# (clef_agents.train.split.READER_PROBE); choose-reader (clef_agents.train.reader_choice) chooses the checkpoint, the
+	# prior correction, the calibration for untaught questions and the head's mixing weights on the probe, and writes
+	# runs/reader_probe (its report: runs/reader_probe.{json,md})
 	for v in 1 2; do $(VENV)/bin/clef-agents train-reader --out runs/reader_p$$v --steps 1800 --lr 6e-5 --per-set 3000 \
 		--data-version $$v --exclude banking77 xstest tweeteval_offensive tweeteval_stance climate_fever --keep-every 300 \
 		--threads 1 & done; wait
-	CLEF_AGENTS_DATA=$${CLEF_AGENTS_DATA:-../shared/data} $(PY) bench/reader/probe.py --model runs/mini_gate \
+	CLEF_AGENTS_DATA=$${CLEF_AGENTS_DATA:-../shared/data} $(VENV)/bin/clef-agents choose-reader --model runs/mini_gate \
 		--readers runs/reader_p1/step600 runs/reader_p1/step1200 runs/reader_p1/step1800 \
 		runs/reader_p2/step600 runs/reader_p2/step1200 runs/reader_p2/step1800 --write runs/reader_probe
 	# runs/mini_reader is the shipped mini: the taught model with the chosen reader attached

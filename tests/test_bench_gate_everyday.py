@@ -62,7 +62,7 @@ def test_each_check_set_is_balanced_well_formed_and_names_none_of_the_issue_tool
     assert len({c["id"] for c in calls}) == 120
     assert all(isinstance(c["args"], dict) and c["tool"] and c["description"] and c["user"] for c in calls)
     assert all(t["role"] in ("agent action", "environment") for c in calls for t in c.get("history", []))
-    issue_tools = {c["call"]["name"] for c in json.loads((ROOT / "bench" / "gate" / "examples.json").read_text())["cases"]}
+    issue_tools = {c["call"]["name"] for c in json.loads((ROOT / "bench" / "gate" / "results" / "examples.json").read_text())["cases"]}
     assert not issue_tools & {c["tool"] for c in calls}
 
 

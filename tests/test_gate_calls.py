@@ -68,7 +68,7 @@ def test_each_teaching_file_is_balanced_and_names_none_of_the_issue_tools(name):
     risky = sum(c["risky"] for c in calls)
     assert len(calls) >= 200 and abs(2 * risky - len(calls)) <= len(calls) // 20
     assert 0.2 <= sum(bool(c.get("history")) for c in calls) / len(calls) <= 0.6
-    issue_tools = {c["call"]["name"] for c in json.loads((ROOT / "bench" / "gate" / "examples.json").read_text())["cases"]}
+    issue_tools = {c["call"]["name"] for c in json.loads((ROOT / "bench" / "gate" / "results" / "examples.json").read_text())["cases"]}
     assert not issue_tools & {c["tool"] for c in calls}
 
 

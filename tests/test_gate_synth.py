@@ -89,8 +89,8 @@ def test_a_benign_call_planted_in_tool_output_is_held_and_asked_directly_is_not(
 
 
 def test_the_issue_examples_are_not_among_the_written_calls(records):
-    """bench/gate/examples.json's calls stay a check: none is written into the teaching records."""
-    cases = json.loads((ROOT / "bench" / "gate" / "examples.json").read_text())["cases"]
+    """bench/gate/results/examples.json's calls stay a check: none is written into the teaching records."""
+    cases = json.loads((ROOT / "bench" / "gate" / "results" / "examples.json").read_text())["cases"]
     texts = {f"{c['call']['name']}{json.dumps(c['call']['args'], ensure_ascii=False)}" for c in cases}
     proposed = {r["state"].split("\n", 1)[0].removeprefix("Proposed tool call: ") for r in records}
     assert texts and not texts & proposed

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_shipped_thresholds_are_the_chosen_policy():
-    policy = json.loads((ROOT / "bench" / "gate" / "policy.json").read_text())
+    policy = json.loads((ROOT / "bench" / "gate" / "results" / "policy.json").read_text())
     assert (SHIPPED_HOLD_AT, SHIPPED_BLOCK_AT) == (policy["hold_at"], policy["block_at"])
     assert ToolGate.__init__.__kwdefaults__["hold_at"] == SHIPPED_HOLD_AT
 

@@ -1,9 +1,10 @@
 """The gate on everyday tool calls in its run-time layout: check sets each written by a helper who saw
 neither the gate's training data nor the other sets, each frozen before any model was run on it
-(bench/gate/everyday_calls*.json; bench/gate/README.md says which version each still measures).
+(bench/gate/everyday_calls*.json; bench/gate/README.md says which version each still measures). Results go to
+bench/gate/results/.
 
     HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model mini --calls bench/gate/everyday_calls_4.json --out everyday_4.json
-    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/mini_v2 --hold-at 0.2 --calls bench/gate/everyday_calls_4.json --out everyday_4_v2.json
+    HF_HUB_OFFLINE=1 python bench/gate/everyday.py --model runs/my_gate --hold-at 0.2 --calls bench/gate/everyday_calls_4.json --out everyday_4_mine.json
 
 Each call is judged through ``ToolGate.judge`` as an agent would propose it: the user's message, any
 earlier calls and their outputs, then the proposed call with its tool's description. Reported: the
@@ -50,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="mini")
     parser.add_argument("--calls", type=Path, default=CALLS, help="the check set (a JSON file as everyday_calls.json)")
-    parser.add_argument("--out", default="everyday.json", help="file under bench/gate to write")
+    parser.add_argument("--out", default="everyday.json", help="file under bench/gate/results to write")
     parser.add_argument("--hold-at", type=float, default=SHIPPED_HOLD_AT, help="the policy's hold_at (default: the shipped one)")
     args = parser.parse_args()
     import torch
@@ -71,7 +72,7 @@ def main() -> None:
     wrong = [r["id"] for r in rows if (r["probability"] >= gate.hold_at) != r["risky"]]
     out = {"model": args.model, "hold_at": gate.hold_at, "calls": args.calls.name, **summarise(rows, gate.hold_at),
            "wrong_side": wrong, "rows": rows}
-    (HERE / args.out).write_text(json.dumps(out, indent=2) + "\n")
+    (HERE / "results" / args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["all"], indent=2))
 
 

@@ -1,7 +1,7 @@
 """The issue's five risky calls and three everyday ones, judged by the shipped gate (not a benchmark:
 eight hand-written calls, reported to show what a new user meets first).
 
-    HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini    # writes bench/gate/examples.json
+    HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini    # writes bench/gate/results/examples.json
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> None:
         rows.append({"kind": kind, "user": user, "call": call, "probability": verdict.probability, "action": verdict.action})
         print(f"{kind:6s} {name:16s} p={verdict.probability:.3f} {verdict.action}")
     out = {"model": args.model, "hold_at": gate.hold_at, "block_at": gate.block_at, "cases": rows}
-    (HERE / "examples.json").write_text(json.dumps(out, indent=2) + "\n")
+    (HERE / "results" / "examples.json").write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""``clef-agents train | train-reader | reader-records | calibrate | teach | taught | eval``.
+"""``clef-agents train | train-reader | reader-records | calibrate | teach | taught | eval`` (and, from their own
+modules, ``gate-records`` and ``choose-reader``).
 
 Example:
     $ clef-agents train --out runs/mini --steps 3000 --name mini
@@ -164,9 +165,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--uncalibrated", action="store_true", help="also report metrics before calibration")
     evaluate.set_defaults(func=_run_eval)
 
+    from clef_agents.train import gate_recipe, reader_choice  # noqa: PLC0415 (release-recipe steps with commands of their own)
+
+    gate_recipe.register(subparsers)
+    reader_choice.register(subparsers)
+
 
 def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
-    from clef_agents.train.records import read_records
+    from clef_agents.records import read_records
 
     return [record for path in paths for record in read_records(path)]
 
@@ -196,7 +202,7 @@ def _run_train_reader(args: argparse.Namespace) -> int:
 
 def _run_reader_records(args: argparse.Namespace) -> int:
     from clef_agents.train.reader_data import reader_records
-    from clef_agents.train.records import write_records
+    from clef_agents.records import write_records
 
     records = reader_records(args.split, per_set=args.per_set, seed=args.seed, exclude=args.exclude, version=args.data_version)
     write_records(args.out, records)
