@@ -149,7 +149,7 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
 
     apply_default_threads()  # the measured default for a process that answers requests (bench/threads)
     if kind == "lm":
-        from clef_agents.model.prefill_lm import PrefillLMDecisionModel
+        from clef_agents.model.precise import PrefillLMDecisionModel
 
         return PrefillLMDecisionModel.load(PRECISE if spec == PRECISE else spec[len(LM_PREFIX) :].strip())
     from clef_agents.model import ClefDecisionModel

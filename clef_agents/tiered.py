@@ -2,7 +2,7 @@
 
 A fast model such as ``mini`` answers the questions it was taught far better and far faster than any
 general model, and answers the rest little better than keyword matching. The precise tier (a local
-instruct LM, ``clef_agents.model.prefill_lm``) reads any question but costs a second or more a request
+instruct LM, ``clef_agents.model.precise``) reads any question but costs a second or more a request
 on a CPU. A tiered model asks the fast model first. The questions it reports as taught (the ``x_taught``
 extension) keep its answers; the others are asked of the precise model, about the same state, in one
 more request.

@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.precise.answer_probe import LAYERS, fit
 from clef_agents.model.noul_probe import NoulProbe
-from clef_agents.model.prefill_lm import LMSettings
+from clef_agents.model.precise import LMSettings
 
 
 def states_file(path: Path, informative_layer: int | None, seed: int = 0) -> Path:

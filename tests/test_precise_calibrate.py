@@ -66,7 +66,7 @@ def test_the_weight_grid_is_checked():
 
 def test_settings_that_read_both_forms_are_refused_unless_the_single_form_is_asked_for(tmp_path, monkeypatch):
     from bench.precise import calibrate
-    from clef_agents.model.prefill_lm import PrefillLM, load_causal_lm
+    from clef_agents.model.precise import PrefillLM, load_causal_lm
     from tests.tiny_models import tiny_causal_lm
 
     folder = tiny_causal_lm(tmp_path / "lm")

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.precise.noul_adapter import report, verdict, write_settings
-from clef_agents.model.prefill_lm import SETTINGS_FILE, LMSettings
+from clef_agents.model.precise import SETTINGS_FILE, LMSettings
 
 
 def probe_rows(adapter_reads: bool, seed: int = 0) -> list[dict]:

@@ -127,7 +127,7 @@ def test_the_both_forms_setting_answers_what_the_judged_lever_scored(tmp_path):
 
     from bench.precise.demonstrations import read_forms
     from clef_agents import wire
-    from clef_agents.model.prefill_lm import LMSettings, PrefillLM, load_causal_lm
+    from clef_agents.model.precise import LMSettings, PrefillLM, load_causal_lm
     from tests.tiny_models import tiny_causal_lm
 
     model, tokenizer = load_causal_lm(tiny_causal_lm(tmp_path / "lm"))
@@ -155,7 +155,7 @@ def synthetic_both_forms_rows(seed: int, n: int = 60) -> list[dict]:
 
 def test_the_both_forms_platt_is_fitted_checked_across_files_and_written_as_settings(tmp_path):
     from bench.precise.both_forms_calibration import main, margins
-    from clef_agents.model.prefill_lm import LMSettings, settings_path
+    from clef_agents.model.precise import LMSettings, settings_path
 
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     first.write_text(json.dumps({"rows": synthetic_both_forms_rows(0)}))
@@ -181,7 +181,7 @@ def test_the_both_forms_platt_is_fitted_checked_across_files_and_written_as_sett
 def test_the_union_platt_is_fitted_on_both_probes_and_changes_only_the_yes_no_platt(tmp_path):
     from bench.precise.both_forms_calibration import fit, margins
     from bench.precise.union_calibration import main
-    from clef_agents.model.prefill_lm import LMSettings, settings_path
+    from clef_agents.model.precise import LMSettings, settings_path
 
     def probe_rows(seed: int, n: int, separation: float) -> list[dict]:
         rng = random.Random(seed)

@@ -184,7 +184,7 @@ def lm_variant_answerer(spec: str, answerers: list[Answerer]) -> Answerer:
     """``key=settings.json``: the first local-LM contender's LM (``precise`` or ``lm:PATH``; its weights and state
     caches) read under the answer settings of the file (``VARIANT_SETTINGS``); every other setting must be the LM's own."""
     from bench.general.methods import ModelAnswerer
-    from clef_agents.model.prefill_lm import (
+    from clef_agents.model.precise import (
         VARIANT_SETTINGS,
         LMSettings,
         PrefillLMDecisionModel,
@@ -223,7 +223,7 @@ def lm_answerer(key: str, where: str, states_kept: int = 512) -> Answerer:
     cache so that the wordings of a task read each state once. It was trained on none of the sets."""
     from bench.general.methods import ModelAnswerer
     from clef_agents.loading import LM_PREFIX, PRECISE
-    from clef_agents.model.prefill_lm import PrefillLMDecisionModel
+    from clef_agents.model.precise import PrefillLMDecisionModel
 
     reference = PRECISE if where == PRECISE else where.removeprefix(LM_PREFIX)
     model = PrefillLMDecisionModel.load(reference, prefix_cache_size=states_kept)

@@ -48,7 +48,7 @@ def bare_rows(lm: Any, questions: dict[str, Any]) -> list[list[int]]:
     """The tokens the tier reads for ``questions`` about ``STATE`` in three rows: the state's prompt, the
     question prompts joined, the option names joined (name answers only)."""
     from clef_agents import wire
-    from clef_agents.model.prefill_lm import answer_names
+    from clef_agents.model.precise import answer_names
 
     prompts: list[int] = []
     names: list[int] = []
@@ -62,7 +62,7 @@ def bare_rows(lm: Any, questions: dict[str, Any]) -> list[list[int]]:
 def naive_rows(lm: Any, questions: dict[str, Any]) -> list[list[int]]:
     """One whole prompt per answer: per yes/no or lettered question, and per option answered by name."""
     from clef_agents import wire
-    from clef_agents.model.prefill_lm import answer_names
+    from clef_agents.model.precise import answer_names
 
     state = lm.state_ids(STATE)[0]
     rows = []
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     import torch
 
-    from clef_agents.model.prefill_lm import PrefillLMDecisionModel
+    from clef_agents.model.precise import PrefillLMDecisionModel
 
     torch.set_num_threads(args.threads)
     model = PrefillLMDecisionModel.load(args.lm)

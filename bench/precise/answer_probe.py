@@ -99,7 +99,7 @@ def features(args: argparse.Namespace) -> None:
 
     from clef_agents import wire
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
     from clef_agents.train.reader import typed_items
     from clef_agents.train.reader_probe import probe_items
 
@@ -237,7 +237,7 @@ def write_probe(probe: Any, logits: list[float], yes: list[int], folder: Path) -
     import torch
 
     from clef_agents import wire
-    from clef_agents.model.prefill_lm import NOUL_PROBE_FILE, LMSettings, settings_path
+    from clef_agents.model.precise import NOUL_PROBE_FILE, LMSettings, settings_path
     from clef_agents.train.reader import fit_logit_calibration
 
     settings = LMSettings.model_validate_json(settings_path("precise").read_text())

@@ -77,7 +77,7 @@ def scored(values: list[float], rows: list[dict[str, Any]], calibration: Any) ->
     import torch
 
     from bench.general.metrics import variant_metrics
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
 
     probabilities = [PrefillLM.calibrated_with(calibration, YES_NO, torch.tensor([v])) for v in values]
     found = variant_metrics("noul", probabilities, gold(rows))
@@ -85,7 +85,7 @@ def scored(values: list[float], rows: list[dict[str, Any]], calibration: Any) ->
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from clef_agents.model.prefill_lm import LMSettings, settings_path
+    from clef_agents.model.precise import LMSettings, settings_path
 
     shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
     files = load_rows(tuple(args.rows))
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def write_platt_settings(path: Path, shipped: Any, platt: Any, nouls: int, probe: str, **changes: Any) -> None:
     """Write ``shipped`` (an ``LMSettings``) with the yes/no Platt of ``platt``, fitted on ``nouls`` rows of ``probe``,
     and ``changes`` to other settings; everything else stays as shipped."""
-    from clef_agents.model.prefill_lm import LMSettings
+    from clef_agents.model.precise import LMSettings
 
     fitted_on = {**shipped.calibration.fitted_on, "nouls": nouls, "nouls_probe": probe}
     calibration = shipped.calibration.model_copy(update={"noul_a": platt.noul_a, "noul_b": platt.noul_b,

@@ -66,7 +66,7 @@ def choose_correction(items: list, raw: list, priors: list, grid: list[float],
     """Rule 1: per question type, the weight with the highest uncalibrated criterion on the whole probe
     (the other types uncorrected; ties: the smaller weight)."""
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
     from clef_agents.train.reader_probe import probe_report
 
     kept: dict[str, float] = {}
@@ -84,7 +84,7 @@ def choose_correction(items: list, raw: list, priors: list, grid: list[float],
 
 def answers(items: list, logits: list, calibration: Any) -> list[list[float]]:
     """Probabilities from precomputed logits under ``calibration``."""
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
 
     return [PrefillLM.calibrated_with(calibration, question, z) for (_, question, _, _), z in zip(items, logits)]
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
     from clef_agents.train.reader_probe import (
         MIN_GROUP,
         probe_half,
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "calibrated_in_sample": probe_report(items, answers(items, logits, whole), min_group=min_group),
     }
     if args.write:
-        from clef_agents.model.prefill_lm import settings_path
+        from clef_agents.model.precise import settings_path
 
         lm.calibration = whole
         lm.prior_correction = weight

@@ -51,7 +51,7 @@ LEVERS = {"examples": ("rule_demonstrations.md", "demonstrations_judge", "Worked
 
 def load_examples(path: Path = EXAMPLES) -> list[Any]:
     """The frozen worked examples, validated."""
-    from clef_agents.model.prefill_lm import Demonstration
+    from clef_agents.model.precise import Demonstration
 
     return [Demonstration.model_validate(d) for d in json.loads(path.read_text(encoding="utf-8"))]
 
@@ -73,7 +73,7 @@ def judge(args: argparse.Namespace) -> dict[str, Any]:
 
     from clef_agents import wire
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import LMSettings, PrefillLM, settings_path
+    from clef_agents.model.precise import LMSettings, PrefillLM, settings_path
     from clef_agents.train.reader_probe import probe_items
 
     torch.set_num_threads(args.threads)
@@ -125,7 +125,7 @@ def replicate(args: argparse.Namespace, judged: list, shipped: Any, started: flo
     margin and the choice form read on the same prefixes (rule_both_forms.md, "Replication")."""
     from clef_agents import wire
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
     from clef_agents.train.reader_probe import probe_items
 
     if args.lever != "both-forms":

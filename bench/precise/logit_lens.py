@@ -43,7 +43,7 @@ class LogitLens:
         from safetensors import safe_open
         from transformers import AutoTokenizer
 
-        from clef_agents.model.prefill_lm import NO_WORDS, YES_WORDS, first_token_ids
+        from clef_agents.model.precise import NO_WORDS, YES_WORDS, first_token_ids
 
         config = json.loads((folder / "config.json").read_text())
         head_name = "model.embed_tokens.weight" if config.get("tie_word_embeddings") else "lm_head.weight"
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from bench.precise.answer_probe import auroc_table
-    from clef_agents.model.prefill_lm import dequantised_folder, precise_gguf
+    from clef_agents.model.precise import dequantised_folder, precise_gguf
 
     started = time.time()
     data = torch.load(args.features, weights_only=False)

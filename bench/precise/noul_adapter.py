@@ -54,7 +54,7 @@ def train(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -130,7 +130,7 @@ def judge(args: argparse.Namespace) -> None:
     from bench.precise.answer_probe import by_state
     from clef_agents import wire
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import (
+    from clef_agents.model.precise import (
         LMSettings,
         PrefillLM,
         load_causal_lm,
@@ -192,7 +192,7 @@ def write_settings(folder: Path, adapter: Path, rows: list[dict[str, Any]]) -> s
     """Adopted settings: shipped precise's, with the adapter and a Platt fit of its margins on the probe."""
     import torch
 
-    from clef_agents.model.prefill_lm import (
+    from clef_agents.model.precise import (
         ADAPTER_WEIGHTS,
         SETTINGS_FILE,
         LMSettings,

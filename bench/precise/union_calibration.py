@@ -50,7 +50,7 @@ def read_wide(args: argparse.Namespace) -> dict[str, Any]:
     from bench.precise.calibrate import probe_logits
     from clef_agents import wire
     from clef_agents.model.config import Calibration
-    from clef_agents.model.prefill_lm import PrefillLM
+    from clef_agents.model.precise import PrefillLM
     from clef_agents.train.reader_probe import wide_probe_items
 
     torch.set_num_threads(args.threads)
@@ -72,7 +72,7 @@ def read_wide(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_fit(args: argparse.Namespace) -> dict[str, Any]:
     """Rule step 1 (the candidate) and step 2 (reported only)."""
-    from clef_agents.model.prefill_lm import LMSettings, settings_path
+    from clef_agents.model.precise import LMSettings, settings_path
 
     shipped = LMSettings.model_validate_json(settings_path("precise").read_text())
     wide = json.loads(args.wide_rows.read_text(encoding="utf-8"))["rows"]

