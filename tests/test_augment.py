@@ -16,7 +16,7 @@ from clef_agents.train.augment import (
     renamed_option,
 )
 from clef_agents.train.datasets import DATASETS, available_splits, load_records
-from clef_agents.train.records import validate_records
+from clef_agents.records import validate_records
 
 try:
     datasets.data_root()

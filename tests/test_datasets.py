@@ -6,7 +6,7 @@ import pytest
 
 from clef_agents.train import datasets
 from clef_agents.train.datasets import DATASETS, available_splits, load_records, load_rows
-from clef_agents.train.records import validate_records
+from clef_agents.records import validate_records
 
 try:
     datasets.data_root()
@@ -121,7 +121,7 @@ def test_missing_data_root_names_the_paths_tried(monkeypatch, tmp_path):
 @needs_data
 def test_cli_convert_writes_valid_records(tmp_path, capsys):
     from clef_agents.cli import main
-    from clef_agents.train.records import read_records
+    from clef_agents.records import read_records
 
     out = tmp_path / "spam.jsonl"
     assert main(["data", "convert", "sms_spam", "--split", "valid", "--limit", "25", "--out", str(out)]) == 0

@@ -451,7 +451,7 @@ def test_the_wide_probe_asks_every_question_type_on_trainable_sets_only():
 
 def test_train_reader_learns_from_staged_records_and_keeps_every_checkpoint(tiny_folder, tmp_path):
     from clef_agents.train.reader import train_reader
-    from clef_agents.train.records import read_records, write_records
+    from clef_agents.records import read_records, write_records
 
     write_records(tmp_path / "train.jsonl", [{**r, "meta": {"dataset": "toy"}} for r in toy_records(40, seed=0)])
     staged = read_records(tmp_path / "train.jsonl")
@@ -485,7 +485,7 @@ def test_the_cli_parses_staged_reader_training_and_the_staging_command():
 def test_reader_records_writes_a_draw_that_train_reader_reads_back(tmp_path, capsys):
     from clef_agents.cli import main
     from clef_agents.train import datasets
-    from clef_agents.train.records import read_records
+    from clef_agents.records import read_records
 
     try:
         datasets.data_root()

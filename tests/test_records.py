@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from clef_agents.train.records import read_records, validate_record, validate_records, write_records
+from clef_agents.records import read_records, validate_record, validate_records, write_records
 
 
 def _choice_record(label, dataset="demo"):

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from clef_agents import wire
-from clef_agents.train.records import iter_records
+from clef_agents.records import iter_records
 
 PROBABILITIES_KEY = "probabilities"
 """``meta`` key of a record's (or trace's) answer probabilities: ``{qid: [p, ...]}``."""

@@ -31,8 +31,8 @@ from clef_agents import wire
 from clef_agents.model.engine import DecisionEngine
 from clef_agents.model.scorer import question_key
 from clef_agents.model.taught import FEATURES, SCALE, feature_size
+from clef_agents.records import Example, record_to_example
 
-Example = tuple[str, list[wire.TextQuestion], list[int]]
 MIN_PROBE_RECORDS = 20
 """A question needs this many training records (same instructions and options) to get a probe."""
 MICRO_BATCH = 8
@@ -114,8 +114,6 @@ def accumulate(engine: DecisionEngine, probes: Probes, examples: list[Example], 
 @torch.no_grad()
 def probe_accuracy(engine: DecisionEngine, probes: Probes, records: Sequence[dict[str, Any]], chunk: int = 64) -> dict[str, Any]:
     """Held-out accuracy of the probes, per question (by its instructions) and over all probed answers."""
-    from clef_agents.train.trainer import record_to_example
-
     examples = [record_to_example(r) for r in probed_records(records, probes)]
     hits: Counter[str] = Counter()
     seen: Counter[str] = Counter()

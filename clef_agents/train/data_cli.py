@@ -60,7 +60,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     from clef_agents.train.datasets import DATASETS, load_records
-    from clef_agents.train.records import write_records
+    from clef_agents.records import write_records
 
     if args.name not in DATASETS:
         raise ValueError(f"unknown data set {args.name!r}; known: {', '.join(DATASETS)}")
@@ -79,7 +79,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from clef_agents.train.records import iter_records, validate_records
+    from clef_agents.records import iter_records, validate_records
 
     report = validate_records(iter_records(args.file))
     if args.json:

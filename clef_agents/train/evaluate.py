@@ -109,7 +109,7 @@ def run_evaluation(
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on datasets (or record files) and write report.json, report.md and PNGs."""
     from clef_agents.train.datasets import DATASETS, available_splits, load_records  # noqa: PLC0415
-    from clef_agents.train.records import read_records  # noqa: PLC0415
+    from clef_agents.records import read_records  # noqa: PLC0415
 
     model = ClefDecisionModel.from_pretrained(model_ref)
     report_dir.mkdir(parents=True, exist_ok=True)

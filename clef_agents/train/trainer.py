@@ -38,9 +38,8 @@ from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.engine import DecisionEngine
 from clef_agents.model.scorer import EncodedBatch
 from clef_agents.model.taught import TaughtQuestions
-
-Example = tuple[str, list[wire.TextQuestion], list[int]]
-"""One training example: state text, questions, gold option index per question."""
+from clef_agents.records import Example, record_to_example
+from clef_agents.train import adapter_stage, augment
 
 
 @dataclass
@@ -73,23 +72,6 @@ class TrainSettings:
     see the module docstring)."""
     state_cache: str | None = None
     """File to keep the cached states in between runs (reused when it was made with the same adapter)."""
-
-
-def record_to_example(record: dict[str, Any]) -> Example:
-    """Validate a record and turn it into (state text, questions, gold indices).
-
-    Example:
-        >>> record_to_example({"state": "hi", "questions": {"q": {"type": "noul", "instructions": "Greeting?"}},
-        ...                    "labels": {"q": True}})[2]
-        [0]
-    """
-    questions = wire.validate_questions(record["questions"])
-    labels = record.get("labels", {})
-    missing = [qid for qid in questions if qid not in labels]
-    if missing:
-        raise ValueError(f"record has no label for question(s) {missing}; every question needs one")
-    gold = [wire.label_index(q, labels[qid]) for qid, q in questions.items()]
-    return wire.state_text(record["state"]), list(questions.values()), gold
 
 
 def question_losses(
@@ -168,8 +150,6 @@ def _cumulative_label_weights(dataset: str, pool: list[dict[str, Any]], label_we
 def _augmenter(settings: TrainSettings) -> Callable[[dict[str, Any], random.Random], dict[str, Any]]:
     if not settings.augment:
         return lambda record, rng: record
-    from clef_agents.train import augment
-
     config = augment.AugmentConfig()
     return lambda record, rng: augment.augment_record(record, rng, config)
 
@@ -215,8 +195,6 @@ def train(
     params = _stage_parameters(engine, settings.stage)
     probes = None
     if settings.stage == "adapter":
-        from clef_agents.train import adapter_stage
-
         probes = adapter_stage.Probes(adapter_stage.probe_questions(train_records), engine).to(engine.device)
         train_records = adapter_stage.probed_records(train_records, probes)
         settings = replace(settings, augment=False)  # probes are keyed by the exact question; augmentation would rename it

@@ -1,5 +1,8 @@
 """Decision records: the JSONL format for training, evaluation and calibration data.
 
+Training (``clef_agents.train``) and lane calibration (``clef_agents.thresholds``) both read this
+format, so it sits below both.
+
 A record is one request with its gold answers::
 
     {"state": str | object, "questions": {qid: <System One question JSON>},
@@ -28,6 +31,9 @@ from typing import Any
 from clef_agents import wire
 
 UNKNOWN_DATASET = "(no dataset)"
+
+Example = tuple[str, list[wire.TextQuestion], list[int]]
+"""One record as a model reads it: state text, questions, gold option index per question (``record_to_example``)."""
 
 
 # --------------------------------------------------------------------------- JSONL I/O
@@ -211,6 +217,23 @@ def canonical_label(question: wire.TextQuestion, label: Any) -> str:
     if question.type == "noul":
         return "true" if position == 0 else "false"
     return wire.option_names(question)[position]
+
+
+def record_to_example(record: Mapping[str, Any]) -> Example:
+    """Validate a record and turn it into (state text, questions, gold indices).
+
+    Example:
+        >>> record_to_example({"state": "hi", "questions": {"q": {"type": "noul", "instructions": "Greeting?"}},
+        ...                    "labels": {"q": True}})[2]
+        [0]
+    """
+    questions = wire.validate_questions(record["questions"])
+    labels = record.get("labels", {})
+    missing = [qid for qid in questions if qid not in labels]
+    if missing:
+        raise ValueError(f"record has no label for question(s) {missing}; every question needs one")
+    gold = [wire.label_index(q, labels[qid]) for qid, q in questions.items()]
+    return wire.state_text(record["state"]), list(questions.values()), gold
 
 
 def _dataset_name(record: Mapping[str, Any]) -> str:
