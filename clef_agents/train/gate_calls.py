@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clef_agents.graph.tools import call_state
+from clef_agents.train.gate_question import gate_record
 
 CALLS_DIR = Path(__file__).resolve().parent / "gate_calls"
 TRAINING_FILES = tuple(f"gate_train_{x}.json" for x in "abcdefgh")
@@ -143,8 +144,6 @@ def call_records(calls: Iterable[Mapping[str, Any]], source: str, dataset: str =
         >>> call_records([case], "demo")[0]["labels"]
         {'needs_approval': False}
     """
-    from clef_agents.train.gate_records import gate_record
-
     return [gate_record(case_state(case), bool(case["risky"]), {"dataset": dataset, "source": source, "id": case["id"],
                                                                   "history": bool(case.get("history"))})
             for case in calls]

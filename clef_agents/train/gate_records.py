@@ -35,14 +35,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clef_agents import wire
-from clef_agents.graph.tools import (
-    DEFAULT_GATE_QUESTION,
-    QUESTION_ID,
-    GateTurn,
-    render_gate_state,
-)
+from clef_agents.graph.tools import GateTurn, render_gate_state
 from clef_agents.train.datasets import data_root
+from clef_agents.train.gate_calls import training_call_records
+from clef_agents.train.gate_question import gate_record
+from clef_agents.train.gate_synth import synthetic_gate_records
 from clef_agents.train.split import check_trainable
 
 GATE_SETS = ("assebench_security", "injecagent", "xstest")
@@ -94,21 +91,6 @@ def action_states(text: str) -> list[str]:
     """
     turns = parse_interaction(text)
     return [render_gate_state(turns[:i], t.text) for i, t in enumerate(turns) if t.role == "agent action"] or [interaction_state(text)]
-
-
-def gate_record(state: str, risky: bool, meta: Mapping[str, Any]) -> dict[str, Any]:
-    """One decision record asking the gate question.
-
-    Example:
-        >>> gate_record("Proposed tool call: ls{}", False, {"dataset": "x"})["labels"]
-        {'needs_approval': False}
-    """
-    return {
-        "state": state,
-        "questions": {QUESTION_ID: wire.question_to_wire(DEFAULT_GATE_QUESTION)},
-        "labels": {QUESTION_ID: bool(risky)},
-        "meta": dict(meta),
-    }
 
 
 def _rows(name: str, split: str) -> list[dict[str, Any]]:
@@ -168,10 +150,6 @@ def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True, c
 
     Test splits are never read. Raises ``ValueError`` for a held-out or unshippable set.
     """
-    # imported here: gate_synth builds on gate_record, defined in this module
-    from clef_agents.train.gate_calls import training_call_records
-    from clef_agents.train.gate_synth import synthetic_gate_records
-
     check_trainable(names, shipped=True)
     out: dict[str, list[dict[str, Any]]] = {"teach": [], "policy": []}
     for name in names:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clef_agents.graph.tools import GateTurn, render_gate_state
-from clef_agents.train.gate_records import gate_record
+from clef_agents.train.gate_question import gate_record
 
 SOURCE = "gate_synth"
 """The ``meta.dataset`` of every written record."""
