@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from clef_agents.model.scorer import cpu_has_native_bf16
+
 logger = logging.getLogger(__name__)
 
 PRECISE_PARTS = 22
@@ -77,8 +79,6 @@ def lm_dtype(precision: str = "auto") -> torch.dtype:
     if precision not in ("auto", "float32", "bfloat16"):
         raise ValueError(f"precision must be 'auto', 'float32' or 'bfloat16', got {precision!r}")
     if precision == "auto":
-        from clef_agents.model.scorer import cpu_has_native_bf16
-
         native = torch.cuda.is_available() or cpu_has_native_bf16()
         return torch.bfloat16 if native else torch.float32
     return torch.bfloat16 if precision == "bfloat16" else torch.float32
