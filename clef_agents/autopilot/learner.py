@@ -110,6 +110,8 @@ class Learner:
     intercept: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
     use_embeddings: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    columns: np.ndarray | None = None
+    """The design-matrix columns ``coef`` weighs (those seen in training); ``None``: all of them."""
 
     @classmethod
     def model_answer(cls, n_options: int) -> Learner:
@@ -122,6 +124,8 @@ class Learner:
         if self.kind == "model":
             return probs / probs.sum(axis=1, keepdims=True)
         x = design_matrix(inputs, self.kind, self.use_embeddings)
+        if self.columns is not None:
+            x = x[:, self.columns]
         logits = np.asarray(x @ self.coef.T.astype(np.float64)) + self.intercept.astype(np.float64)
         if len(self.classes) == 2 and self.coef.shape[0] == 1:  # sklearn's binary form: one row for class 1
             logits = np.concatenate([-logits / 2, logits / 2], axis=1)
@@ -136,8 +140,11 @@ class Learner:
         """The learner as ``.npz`` bytes (no pickles); ``Learner.from_bytes`` reads it back."""
         buffer = io.BytesIO()
         meta = {"kind": self.kind, "n_options": self.n_options, "use_embeddings": self.use_embeddings, "info": self.info}
-        np.savez_compressed(buffer, classes=self.classes, coef=self.coef.astype(np.float16),
-                            intercept=self.intercept.astype(np.float32), meta=np.array(json.dumps(meta)))
+        arrays = {"classes": self.classes, "coef": self.coef.astype(np.float16),
+                  "intercept": self.intercept.astype(np.float32), "meta": np.array(json.dumps(meta))}
+        if self.columns is not None:
+            arrays["columns"] = self.columns.astype(np.int64)
+        np.savez_compressed(buffer, **arrays)
         return buffer.getvalue()
 
     @classmethod
@@ -147,22 +154,59 @@ class Learner:
             meta = json.loads(str(saved["meta"]))
             return cls(kind=meta["kind"], n_options=meta["n_options"], classes=saved["classes"],
                        coef=saved["coef"].astype(np.float32), intercept=saved["intercept"],
-                       use_embeddings=meta["use_embeddings"], info=meta.get("info", {}))
+                       use_embeddings=meta["use_embeddings"], info=meta.get("info", {}),
+                       columns=saved["columns"] if "columns" in saved.files else None)
 
 
-def _fit_logistic(x: Any, labels: np.ndarray, kind: str, n_options: int, c: float, use_embeddings: bool) -> Learner:
+def _active_columns(x: Any) -> np.ndarray | None:
+    """The columns of a sparse design matrix that hold a value (hashed words mostly do not): fitting on these
+    alone gives the same model, several times faster. ``None`` for a dense matrix."""
+    if not hasattr(x, "indices"):
+        return None
+    return np.unique(x.indices).astype(np.int64)
+
+
+def _fit_logistic(x: Any, labels: np.ndarray, kind: str, n_options: int, c: float, use_embeddings: bool,
+                  start: Learner | None = None) -> Learner:
     classes = np.unique(labels).astype(np.int64)
+    columns = _active_columns(x)
+    if columns is not None:
+        x = x[:, columns]
     if len(classes) == 1:  # one answer so far: a constant learner (certification decides whether it may act)
         return Learner(kind=kind, n_options=n_options, classes=classes, coef=np.zeros((1, x.shape[1]), np.float32),
-                       intercept=np.zeros(1, np.float32), use_embeddings=use_embeddings, info={"constant": True})
+                       intercept=np.zeros(1, np.float32), use_embeddings=use_embeddings, info={"constant": True},
+                       columns=columns)
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
 
+    model = LogisticRegression(C=c, max_iter=MAX_ITER, tol=1e-3)
+    initial = _initial_weights(start, classes, columns)
+    if initial is not None:
+        model.set_params(warm_start=True)
+        model.coef_, model.intercept_ = initial
     with warnings.catch_warnings():  # an unconverged fit is still a fit; the holdout and the certificate judge it
         warnings.simplefilter("ignore")
-        fitted = LogisticRegression(C=c, max_iter=MAX_ITER, tol=1e-3).fit(x, labels)
+        fitted = model.fit(x, labels)
     return Learner(kind=kind, n_options=n_options, classes=fitted.classes_.astype(np.int64),
                    coef=fitted.coef_.astype(np.float32), intercept=fitted.intercept_.astype(np.float32),
-                   use_embeddings=use_embeddings, info={"C": c})
+                   use_embeddings=use_embeddings, info={"C": c}, columns=columns)
+
+
+def _initial_weights(start: Learner | None, classes: np.ndarray, columns: np.ndarray | None) -> tuple | None:
+    """A fitted learner's weights laid out for a refit on more labels (new columns start at 0), or ``None`` where
+    the refit sees other classes or the start is not a fitted multi-class model."""
+    if start is None or start.info.get("constant") or not np.array_equal(start.classes, classes):
+        return None
+    if start.coef.shape[0] != len(classes):  # sklearn's binary form; a cold start is cheap there
+        return None
+    coef = start.coef.astype(np.float64)
+    if columns is not None:
+        if start.columns is None:
+            return None
+        full = np.zeros((coef.shape[0], len(columns)))
+        shared, in_start, in_new = np.intersect1d(start.columns, columns, return_indices=True)
+        full[:, in_new] = coef[:, in_start]
+        coef = full
+    return coef, start.intercept.astype(np.float64)
 
 
 def _candidates(n_labels: int, min_learned: int) -> list[tuple[str, float]]:
@@ -176,11 +220,12 @@ def _candidates(n_labels: int, min_learned: int) -> list[tuple[str, float]]:
     return kinds
 
 
-def _fit(inputs: LearnerInputs, labels: np.ndarray, kind: str, c: float, n_options: int, use_embeddings: bool) -> Learner:
+def _fit(inputs: LearnerInputs, labels: np.ndarray, kind: str, c: float, n_options: int, use_embeddings: bool,
+         start: Learner | None = None) -> Learner:
     if kind == "model":
         return Learner.model_answer(n_options)
     needs_vectors = kind == "embedding" or (kind == "learned" and use_embeddings)
-    return _fit_logistic(design_matrix(inputs, kind, needs_vectors), labels, kind, n_options, c, needs_vectors)
+    return _fit_logistic(design_matrix(inputs, kind, needs_vectors), labels, kind, n_options, c, needs_vectors, start)
 
 
 def log_loss(probs: np.ndarray, labels: np.ndarray) -> float:
@@ -219,6 +264,7 @@ def fit_learner(
     if len(labels) and (labels.min() < 0 or labels.max() >= n_options):
         raise ValueError(f"labels must be option indices 0..{n_options - 1}, got {labels.min()}..{labels.max()}")
     candidates = [(k, c) for k, c in _candidates(len(labels), min_learned) if k in kinds] or [("model", 0.0)]
+    fitted_on_old: dict[tuple[str, float], Learner] = {}
     if len(candidates) == 1:
         best, scores = candidates[0], {}
     else:
@@ -226,10 +272,10 @@ def fit_learner(
         old, new = np.arange(n_old), np.arange(n_old, len(labels))
         scores = {}
         for kind, c in candidates:
-            fitted = _fit(inputs.take(old), labels[old], kind, c, n_options, use_embeddings)
+            fitted = fitted_on_old[(kind, c)] = _fit(inputs.take(old), labels[old], kind, c, n_options, use_embeddings)
             scores[(kind, c)] = log_loss(fitted.predict_proba(inputs.take(new)), labels[new])
         best = min(scores, key=scores.get)
-    learner = _fit(inputs, labels, best[0], best[1], n_options, use_embeddings)
+    learner = _fit(inputs, labels, best[0], best[1], n_options, use_embeddings, start=fitted_on_old.get(best))
     learner.info.update({"n_labels": int(len(labels)),
                          "holdout_log_loss": {f"{k}:{c:g}": round(v, 4) for (k, c), v in scores.items()}})
     return learner
