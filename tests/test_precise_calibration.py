@@ -1,21 +1,16 @@
-"""bench/precise/calibrate.py: the prior correction chosen per question type on a probe, and its options."""
+"""clef_agents.train.precise_calibration: the prior correction chosen per question type on a probe, and its options."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.precise.calibrate import _weights, choose_correction, corrected
-from clef_agents import wire
+from clef_agents import wire  # noqa: E402
+from clef_agents.train.precise_calibration import _weights, choose_correction, corrected  # noqa: E402
 
 
 def leaning_probe(n: int = 40):
@@ -65,7 +60,7 @@ def test_the_weight_grid_is_checked():
 
 
 def test_settings_that_read_both_forms_are_refused_unless_the_single_form_is_asked_for(tmp_path, monkeypatch):
-    from bench.precise import calibrate
+    from clef_agents.train import precise_calibration as calibrate
     from clef_agents.model.precise import PrefillLM, load_causal_lm
     from tests.tiny_models import tiny_causal_lm
 

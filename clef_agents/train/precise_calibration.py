@@ -19,10 +19,12 @@ Rules, fixed before the run:
    round, then fitted on the whole probe.
 
 ``--write`` saves the settings (how options are answered, the correction, the calibration fitted on the
-whole probe) beside the LM (in the package for ``precise``).
+whole probe) beside the LM (in the package for ``precise``). The report goes to ``--out``
+(``calibration_<answer>[_wide].{json,md}``); the shipped settings' report is bench/precise/calibration_name_wide.md.
 
-Run:   CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py --lm precise --answer name --probe wide --write
-Writes bench/precise/calibration_<answer>[_wide].json and .md (and, with --write, the LM's settings: ``clef_lm.json``).
+Example:
+    $ CLEF_AGENTS_DATA=../shared/data python -m clef_agents.train.precise_calibration --lm precise --answer name \\
+          --probe wide --rows-per-set 30 --corrections 0,0.25,0.5,0.75,1 --write
 """
 
 from __future__ import annotations
@@ -34,10 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-HERE = Path(__file__).resolve().parent
 WIDE_MIN_GROUP = 10
 """On the wide probe a set's yes/no or choice items count towards the criterion from this many (it has
 more sets and fewer items of each type per set than the reader's probe)."""
@@ -90,12 +88,15 @@ def answers(items: list, logits: list, calibration: Any) -> list[list[float]]:
 
 
 def fit(items: list, logits: list) -> Any:
+    """Platt (yes/no) and the choice and score temperatures fitted on ``items``' logits."""
     from clef_agents.train.reader import fit_logit_calibration
 
     return fit_logit_calibration([q for _, q, _, _ in items], logits, [g for _, _, g, _ in items])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Read the probe with the LM, choose the correction (rule 1), fit and check the calibration (rule 2); the
+    report's data. With ``args.write``, the LM's settings are saved with what was chosen and fitted."""
     import torch
 
     from clef_agents.model.config import Calibration
@@ -114,8 +115,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         overrides["noul_both_forms"] = False
     lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer, prior_correction={}, **overrides)
     if lm.noul_both_forms:
-        raise SystemExit(f"{args.lm}'s settings read yes/no questions in both forms (noul_both_forms), and this script fits "
-                         "the yes/no form alone: fit their Platt with bench/precise/both_forms_calibration.py, or pass "
+        raise SystemExit(f"{args.lm}'s settings read yes/no questions in both forms (noul_both_forms), and this command fits "
+                         "the yes/no form alone: fit their Platt on rows read in both forms, as docs/experiments.md describes for the "
+                         "retired both_forms_calibration.py, or pass "
                          "--single-form to calibrate (and, with --write, save) the yes/no form alone")
     items = (wide_probe_items if args.probe == "wide" else probe_items)(rows_per_set=args.rows_per_set)
     started = time.perf_counter()
@@ -147,7 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "system_prompt": lm.system_prompt,
         "correction": weight,
         "by_correction": by_weight,
-        "command": " ".join(["CLEF_AGENTS_DATA=../shared/data .venv/bin/python bench/precise/calibrate.py", *sys.argv[1:]]),
+        "command": " ".join(["CLEF_AGENTS_DATA=../shared/data python -m clef_agents.train.precise_calibration", *sys.argv[1:]]),
         "items": len(items),
         "rows_per_set": args.rows_per_set,
         "seconds": round(seconds, 1),
@@ -162,7 +164,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         lm.calibration = whole
         lm.prior_correction = weight
         target = lm.save_settings(settings_path(args.lm))
-        result["written"] = str(target.relative_to(ROOT)) if target.is_relative_to(ROOT) else str(target)
+        result["written"] = str(target.relative_to(Path.cwd())) if target.is_relative_to(Path.cwd()) else str(target)
     return result
 
 
@@ -203,6 +205,7 @@ def render(result: dict[str, Any]) -> str:
 
 
 def _weights(text: str) -> list[float]:
+    """``--corrections``: weights in [0, 1], comma-separated."""
     try:
         weights = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -213,6 +216,7 @@ def _weights(text: str) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m clef_agents.train.precise_calibration``: calibrate a local LM on a probe and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default="precise", help="'precise' or a local LM folder / .gguf file (default precise)")
     parser.add_argument("--rows-per-set", type=int, default=60, help="probe rows per set (default 60)")
@@ -230,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-logits", type=Path, default=None, help="also save the raw and prior logits (torch.save) here")
     parser.add_argument("--write", action="store_true",
                         help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe")
-    parser.add_argument("--out", type=Path, default=HERE, help="report folder (default bench/precise)")
+    parser.add_argument("--out", type=Path, default=Path("runs/precise_calibration"),
+                        help="report folder (default runs/precise_calibration)")
     args = parser.parse_args(argv)
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
