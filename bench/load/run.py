@@ -13,7 +13,7 @@ Workload: banking77 test utterances as the state (the real-world support case), 
 question set per request (a noul, an 8-option choice, a 3-level score), as a graph node asks it.
 
 Run:   nice -n 5 .venv/bin/python bench/load/run.py
-Writes bench/load/results.json, bench/load/results.md and bench/load/load.png.
+Writes results.json, results.md and load.png in --out (default bench/load/results).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.baselines.server import wait_ready  # noqa: E402
 
-OUT_DIR = Path(__file__).resolve().parent
+OUT_DIR = Path(__file__).resolve().parent / "results"
 DATA = Path(os.environ.get("CLEF_DATA", ROOT.parent / "shared" / "data"))
 MINI_CONFIG = ROOT / "clef_agents" / "checkpoints" / "mini" / "config.json"
 TARGETS = {"throughput_ratio_at_16_min": 3.0, "p99_over_p50_at_16_max": 5.0}
