@@ -11,7 +11,7 @@ def write_report(stem: str | Path, data: dict[str, Any], markdown: str) -> None:
     """Write ``data`` to ``stem.json`` and ``markdown`` to ``stem.md``, then print the markdown.
 
     Example:
-        >>> write_report("bench/reader/ensembles", {"items": 3}, "# Ensembles\\n")  # doctest: +SKIP
+        >>> write_report("bench/teaching/curve", {"items": 3}, "# Curve\\n")  # doctest: +SKIP
     """
     stem = Path(stem)
     stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -67,22 +67,6 @@ def test_ece_uses_equal_width_bins() -> None:
     assert expected_calibration_error([0.95, 0.95, 0.55, 0.55], [True, True, True, False]) == pytest.approx(0.5 * 0.05 + 0.5 * 0.05)
 
 
-def test_options_sweep_visits_every_point_every_round_and_renders_its_verdict() -> None:
-    from bench.compare.options_sweep import FLAT_BOUND, render as render_sweep, sweep
-
-    seen: list[tuple[str, int]] = []
-    points = [(2, {"n": 2}), (8, {"n": 8}), (255, {"n": 255})]
-    contenders = {name: (lambda request, name=name: seen.append((name, request["n"]))) for name in ("decision model", "bare")}
-    medians = sweep(contenders, points, rounds=3, seed=0)
-    assert set(medians) == {"decision model", "bare"} and set(medians["bare"]) == {2, 8, 255}
-    assert len(seen) == 2 * 3 * (1 + 3)  # one warm-up call per contender and point, then 3 rounds
-    result = {"command": "c", "machine": "m", "rounds": 3, "finished": "f", "default_head_dtype": "float32",
-              "median_ms": {"decision model": {"2": 10.0, "255": 16.0}, "bare": {"2": 9.0, "255": 9.0}},
-              "ratio_255_over_2": {"decision model": 1.6, "bare": 1.0}, "flat": 1.6 <= FLAT_BOUND}
-    text = render_sweep(result)
-    assert "1.60× — not met" in text and "| decision model (head float32, the default here) | 10.0 | 16.0 | 1.60× |" in text
-
-
 def test_gpu_check_page_renders_every_set_from_the_committed_result(tmp_path: Path) -> None:
     import json
 

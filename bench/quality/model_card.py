@@ -134,7 +134,7 @@ def gate_evaluate() -> Any:
 
 def everyday_lines() -> list[str]:
     """The shipped gate on its test sets (bench/gate/evaluate.py ``TEST_SETS``), each and pooled; the sets it was
-    chosen on are in bench/gate/results.md."""
+    chosen on are in bench/gate/results/results.md."""
     gate = gate_evaluate()
     lines = []
     for calls, result in gate.current_everyday():
@@ -153,8 +153,8 @@ def everyday_lines() -> list[str]:
 
 
 def gate_lines() -> list[str]:
-    """The tool gate's question: its lane policy and the held-out measurement (bench/gate/*.json)."""
-    gate = ROOT / "bench" / "gate"
+    """The tool gate's question: its lane policy and the held-out measurement (bench/gate/results/*.json)."""
+    gate = ROOT / "bench" / "gate" / "results"
     if not (gate / "heldout.json").is_file() or not (gate / "policy.json").is_file():
         return []
     policy = json.loads((gate / "policy.json").read_text())
@@ -167,7 +167,7 @@ def gate_lines() -> list[str]:
         "## The tool gate's question",
         "",
         "Taught on the train splits of assebench_security (Apache-2.0), injecagent (MIT) and xstest (CC BY 4.0), less",
-        "a fifth of each kept out to choose the lane policy (`bench/gate/build_records.py`, `clef_agents.train.gate_records`),",
+        "a fifth of each kept out to choose the lane policy (`clef-agents gate-records`, `clef_agents.train.gate_records`),",
         "and on tool calls written for this project (`clef_agents.train.gate_synth`, `clef_agents.train.gate_calls`). The lane",
         "policy is chosen on those kept-out rows and on 360 everyday calls written independently of the training data",
         "that no part of the model was fitted on (bench/gate/README.md, rule R3).",
@@ -176,7 +176,7 @@ def gate_lines() -> list[str]:
         (f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']} ({policy['rule']}); "
          + ("never blocked on the model's answer alone." if policy["block_at"] is None else f"block at >= {policy['block_at']}.")),
         ("Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
-        " [bench/gate/results.md](bench/gate/results.md)); stopped = held or blocked:"),
+        " [bench/gate/results/results.md](bench/gate/results/results.md)); stopped = held or blocked:"),
         "",
         "| held-out set | risky | benign | risky stopped | benign stopped | ROC AUC |",
         "|---|---:|---:|---:|---:|---:|",
@@ -261,59 +261,10 @@ def status_lines(mini: dict) -> list[str]:
     return lines
 
 
-CEILING_TRAINING = {
-    "full": "every weight",
-    "top1": "top block only",
-    "top2": "top two blocks only",
-    "mini-lora": "LoRA as `mini` (q/v, top half)",
-    "wide-lora": "LoRA on every linear layer",
-}
-
-
-def ceiling_lines() -> list[str]:
-    """The single-task fine-tuning reference (bench/quality/finetune_ceiling.py), when it was run."""
-    path = RESULTS / "finetune_ceiling.json"
-    if not path.exists():
-        return []
-    entries = json.loads(path.read_text())["datasets"].values()
-    lines = [
-        "",
-        "## Backbone ceiling: one set, one model, fine-tuned",
-        "",
-        ("What the same MiniLM reaches when it is fine-tuned on one set alone, with a mean pool and a linear layer"
-        " on top, nothing shared with other questions (except in the rows that say so) and, in the first rows, every weight trained (`bench/quality/"
-        "finetune_ceiling.py`; epoch chosen by valid accuracy, test never used for a choice; table and per-epoch curves"
-        " in `bench/quality/results/finetune_ceiling.{md,png}`); test accuracy is the mean over the seeds run."),
-        "",
-        "| set | encoder trained | seeds | test accuracy | shipped `mini` | target |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    def training(e: dict) -> str:
-        adapter, _, multi = e["adapter"].partition(", ")
-        together = e["runs"][0].get("trained_with", [e["dataset"]])
-        return CEILING_TRAINING[adapter] + (f"; one encoder for {' + '.join(together)}" if multi else "")
-
-    for e in sorted(entries, key=lambda e: (e["dataset"], list(CEILING_TRAINING).index(e["adapter"].split(",")[0]), e["adapter"])):
-        target = f"≥ {pct(e['target'])}" if e.get("target") else "–"
-        lines.append(f"| {e['dataset']} | {training(e)} | {len(e['runs'])} | {pct(e['test_accuracy_mean'])} |"
-                     f" {pct(e['mini_test_accuracy'])} | {target} |")
-    full = {e["dataset"]: e for e in entries if e["adapter"] == "full" and e["mini_test_accuracy"] is not None}
-    above = [n for n, e in full.items() if e["mini_test_accuracy"] >= e["test_accuracy_mean"]]
-    below = [n for n, e in full.items() if n not in above]
-    lines += [
-        "",
-        (f"- `mini` at or above the fully fine-tuned single-set model: {', '.join(above) or 'none'}. Its other parts"
-        " (words, neighbours, tool match, the head) add what one fine-tuned encoder does not learn from these records;"
-        " a miss there is not for want of training the encoder."),
-        f"- `mini` below it: {', '.join(below) or 'none'}."
-        + (" There the encoder's own weights matter: the rows for the shipped adapter and for wider ones (on that set"
-           " alone, and shared with other sets) show how much of the gap each closes." if below else ""),
-    ]
-    return lines
-
-
+RETIRED_AT = " (a retired study's script, at commit dec6e38)"
+"""Said after a command the shipped checkpoint records whose script has since been retired (docs/experiments.md)."""
 GENERAL = ROOT / "bench" / "general" / "results" / "results.json"
-GENERAL_LM = ROOT / "bench" / "general" / "results_precise_v2" / "results.json"
+GENERAL_LM = ROOT / "bench" / "general" / "results" / "precise" / "results.json"
 LM_PROBE = ROOT / "bench" / "precise" / "calibration_name_wide.json"
 
 
@@ -361,12 +312,13 @@ def reader_lines(config: dict) -> list[str]:
     final = settings.get("trained_on", {}).get("final_temperature")
     if final:
         lines.append(f"- Temperature after the mix fitted on the same probe ({final['items']} questions) and judged once on bench/general"
-                     f" ([{final['rule']}]({final['rule']})): fitted {final['fitted']}, shipped {final['shipped']} —"
-                     f" `{final['command']}` ({final['report']}, {final['verdict']}).")
+                     f" ([docs/experiments.md](docs/experiments.md), \"A temperature after head mixing\"): fitted {final['fitted']},"
+                     f" shipped {final['shipped']} — `{final['command']}`{RETIRED_AT}.")
     probe = reader.get("probe")
     if probe:
         lines.append(f"- Checkpoint `{probe['chosen']}` chosen among {probe['candidates']} on the reader's probe ({probe['items']}"
-                     f" questions on sets it never trained on): `{probe['command']}` ({probe['report']}).")
+                     f" questions on sets it never trained on): `{probe['command']}` ({probe['report']}"
+                     + ("; that step is now `clef-agents choose-reader`" if "bench/reader/probe.py" in probe["command"] else "") + ").")
     for i, run in enumerate(reversed(runs), 1):
         lines.append(
             f"- Run {i}: `{run.get('command', 'clef-agents train-reader')}` — {_steps(run)} × batch {run.get('batch_size')}"
@@ -495,7 +447,7 @@ def lm_tier_lines() -> list[str]:
         "## Optional: a local LM for untaught questions (`precise`, not `mini`)",
         "",
         ("`precise` is Qwen2.5-Coder-1.5B-Instruct (Apache-2.0) read in one prefill pass"
-         " (`clef_agents.model.prefill_lm`, [docs/precise.md](docs/precise.md)); `mini+precise` keeps `mini`'s taught answers."),
+         " (`clef_agents.model.precise`, [docs/precise.md](docs/precise.md)); `mini+precise` keeps `mini`'s taught answers."),
     ]
     if probe is not None:
         cal = probe["calibration"]
@@ -506,7 +458,8 @@ def lm_tier_lines() -> list[str]:
             f" options answered by {probe['answer']}; prior correction {correction or 'none'}:"
             f" yes/no AUROC {num(summary['noul_auroc'])}, choice accuracy {pct(summary['choice_accuracy'])}) and calibrated there"
             f" (Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.2f},"
-            f" score temperature {cal['score_temperature']:.2f}) — `bench/precise/calibrate.py`, bench/precise/README.md.")
+            f" score temperature {cal['score_temperature']:.2f}) — `python -m clef_agents.train.precise_calibration`"
+            " (bench/precise/calibration_name_wide.md).")
     lines += [
         (f"The same benchmark, {meta['n_per_task']} rows a task, every task but banking77_bare — `{meta['command']}`"
          f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; `{GENERAL_LM.parent.relative_to(ROOT).as_posix()}/results.md`):"),
@@ -632,7 +585,8 @@ def render() -> str:
             + ". Two source sets of 214 intents do not teach this encoder a label space that generalises, so the"
             " 77 % target is out of this backbone's reach by transfer; it stays reported as not met.",
         ]
-    lines += ceiling_lines()
+    lines += ["", ("What the same MiniLM reaches fine-tuned end to end on one set alone, beside `mini` (the backbone ceiling):"
+                   " [docs/experiments.md](docs/experiments.md).")]
     lines += [
         "",
         "Reliability diagrams: `bench/quality/results/mini/reliability_<dataset>_<type>.png`.",
@@ -646,8 +600,8 @@ def render() -> str:
         "- Calibration of untaught questions is global per question type: teach a question you ask often",
         "  (`clef-agents teach`), or refit it with `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
         "- Yes/no questions nobody taught are answered with a temperature fitted on questions the reader knows little about",
-        "  (`bench/reader/final_temperature.md`), so their answers sit near 0.5 even where it knows more, e.g. entailment",
-        "  questions like those it trained on (`bench/reader/final_temperature_quality.md`): teach the questions you rely on.",
+        "  ([docs/experiments.md](docs/experiments.md), \"A temperature after head mixing\"), so their answers sit near 0.5",
+        "  even where it knows more, e.g. entailment questions like those it trained on: teach the questions you rely on.",
         "- Probabilities on question styles far from the training mixture are less reliable: fit lane thresholds on",
         "  your own labelled decisions (`clef-agents calibrate --max-auto-error ...`).",
         "",
