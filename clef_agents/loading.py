@@ -7,7 +7,7 @@ here, so a spec means the same thing everywhere:
   answers derived from a hash of (state, question), the same whatever the question id, order or
   batch; no torch. For wiring checks and conformance runs; its answers carry no meaning.
 - ``fake-keywords``: the keyword-scripted fake of the ready graphs
-  (``clef_agents.graph.ready.demo_fake_model``): meaningful answers to the demo questions
+  (``clef_agents.graph.demo_models.demo_fake_model``): meaningful answers to the demo questions
   (``urgent``, ``department``, ``severity``, ``violates``, ``category``, the tool gate's risk),
   hashed ones to any other question id. For offline demos of the ready graphs.
 - ``http://...`` / ``https://...``: ``RemoteDecisionModel``, a System One server at that root
@@ -21,7 +21,8 @@ here, so a spec means the same thing everywhere:
 - anything else: ``ClefDecisionModel.from_pretrained(spec)``, the shipped name ``mini`` or a
   checkpoint folder (torch is imported only then).
 
-This module imports nothing heavy itself.
+This module imports nothing heavy itself: each kind of model is imported inside ``load_model`` when
+it is asked for, so ``import clef_agents`` stays free of torch, transformers and langgraph.
 
 Example:
     >>> load_model("fake").model
@@ -34,6 +35,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
+
+from clef_agents.shipped import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
 
 if TYPE_CHECKING:
     from langchain_core.decisions import BaseDecisionModel
@@ -56,33 +59,6 @@ MODEL_HELP = (
     "'FAST+PRECISE', e.g. 'mini+precise' (taught questions by FAST, the rest by PRECISE)"
 )
 """The ``--model`` help text every command shares."""
-
-
-RESERVED_NAMES = {"mini": "mini"}
-"""Checkpoint names that mean a folder shipped inside the package."""
-
-
-def shipped_checkpoint(name: str) -> Path:
-    """Folder of a checkpoint shipped inside the package (``"mini"``)."""
-    return Path(__file__).resolve().parent / "checkpoints" / RESERVED_NAMES[name]
-
-
-def checkpoint_folder(name_or_path: str | Path) -> Path:
-    """The folder a checkpoint reference names: a reserved name (``"mini"``) or a path.
-
-    Example:
-        >>> checkpoint_folder("runs/mini/final")
-        PosixPath('runs/mini/final')
-    """
-    if str(name_or_path) not in RESERVED_NAMES:
-        return Path(name_or_path)
-    folder = shipped_checkpoint(str(name_or_path))
-    if not (folder / "config.json").exists():
-        raise FileNotFoundError(
-            f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
-            "reinstall clef-agents or pass a checkpoint folder"
-        )
-    return folder
 
 
 def spec_kind(spec: str) -> SpecKind:
@@ -128,12 +104,13 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
         'fake'
     """
     kind = spec_kind(spec)
+    # each kind's module is imported only when asked for: `import clef_agents` stays light (module docstring)
     if kind == "fake":
         from clef_agents.testing import FakeDecisionModel
 
         return FakeDecisionModel(model=FAKE)
     if kind == "fake-keywords":
-        from clef_agents.graph.ready import demo_fake_model
+        from clef_agents.graph.demo_models import demo_fake_model
 
         return demo_fake_model()
     if kind == "remote":

@@ -5,7 +5,8 @@ the meaning ``clef_agents.loading.load_model`` gives it: ``"mini"`` (the default
 folder load ``ClefDecisionModel`` lazily; ``"fake-keywords"`` gives ``demo_fake_model()``, a
 keyword-scripted fake for offline tests and demos; ``"fake"`` the hashed ``FakeDecisionModel``. The
 escalation LLM and the agent in these graphs are scripted fakes (``FakeToolCallingChatModel``)
-unless you pass a real chat model.
+unless you pass a real chat model. The scripted fakes live in ``clef_agents.graph.demo_models`` and
+are importable from here.
 
 Example:
     >>> graph = build_support_triage(demo_fake_model())
@@ -16,26 +17,26 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from langchain_core.decisions import BaseDecisionModel, Choice, Noul, NoulCriteria, Score
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from clef_agents import wire
-from clef_agents.graph.fakes import FakeToolCallingChatModel
+from clef_agents.graph.demo_models import demo_agent_model, demo_escalation_llm, demo_fake_model
+from clef_agents.graph.errors import GraphInputError
 from clef_agents.graph.routing import DecisionGate, route_by_choice, route_by_noul
 from clef_agents.graph.state import DecisionState, final_labels
-from clef_agents.graph.tools import APPROVAL_METADATA, QUESTION_ID, SHIPPED_BLOCK_AT, SHIPPED_HOLD_AT, ToolGate
+from clef_agents.graph.tools import APPROVAL_METADATA, SHIPPED_BLOCK_AT, SHIPPED_HOLD_AT, ToolGate
 from clef_agents.graph.traces import TraceStore
+from clef_agents.loading import DEFAULT_SPEC, load_model
 from clef_agents.policy import LanePolicy
-from clef_agents.testing import FakeDecisionModel
 
 MODEL_ENV = "CLEF_AGENTS_MODEL"
 POLICY_ENV = "CLEF_AGENTS_POLICY"
@@ -103,97 +104,7 @@ def load_decision_model(spec: str | None = None) -> BaseDecisionModel:
         >>> load_decision_model("fake-keywords").model
         'fake-keywords'
     """
-    from clef_agents.loading import DEFAULT_SPEC, load_model  # noqa: PLC0415
-
     return load_model(spec or os.environ.get(MODEL_ENV) or DEFAULT_SPEC)
-
-
-_KEYWORDS: dict[str, dict[str, tuple[str, ...]]] = {
-    "department": {
-        "billing": ("charge", "refund", "invoice", "payment", "subscription", "billing", "card"),
-        "technical": ("error", "crash", "bug", "down", "login", "500", "broken", "upload"),
-        "sales": ("quote", "pricing", "price", "seats", "plan", "demo", "buy"),
-    },
-    "category": {
-        "spam": ("buy now", "click", "free money", "http"),
-        "harassment": ("idiot", "stupid", "loser"),
-        "threat": ("hurt you", "kill", "find you"),
-    },
-}
-_URGENT = ("down", "outage", "urgent", "asap", "data loss", "hacked", "immediately")
-
-
-def _keyword_choice(text: str, question: str, fallback: str, no_hit_share: float = 0.4) -> dict[str, float]:
-    hits = {label: sum(word in text for word in words) for label, words in _KEYWORDS[question].items()}
-    options = [*hits, fallback]
-    best = max(hits, key=hits.get)  # type: ignore[arg-type]
-    ranked = sorted(hits.values(), reverse=True)
-    if ranked[0] == 0:
-        share = {fallback: no_hit_share}
-    elif len(ranked) > 1 and ranked[1] > 0:
-        runner = sorted(hits, key=hits.get, reverse=True)[1]  # type: ignore[arg-type]
-        share = {best: 0.55, runner: 0.35}
-    else:
-        share = {best: 0.96}
-    rest = (1.0 - sum(share.values())) / (len(options) - len(share))
-    return {label: share.get(label, rest) for label in options}
-
-
-def _keyword_answers(state: Any, questions: Mapping[str, Any]) -> dict[str, Any]:
-    text = wire.state_text(state).lower()
-    answers: dict[str, Any] = {}
-    if "urgent" in questions:
-        answers["urgent"] = 0.95 if any(w in text for w in _URGENT) else 0.04
-    if "department" in questions:
-        answers["department"] = _keyword_choice(text, "department", "other")
-    if "severity" in questions:
-        level = 3 if any(w in text for w in _URGENT) else 2 if "error" in text or "crash" in text else 1
-        answers["severity"] = [0.94 if i == level else 0.02 for i in range(4)]
-    if "category" in questions:
-        answers["category"] = _keyword_choice(text, "category", "ok", no_hit_share=0.96)
-    if "violates" in questions:
-        hits = sum(any(w in text for w in words) for words in _KEYWORDS["category"].values())
-        answers["violates"] = 0.03 if hits == 0 else 0.97 if hits == 1 else 0.6
-    if QUESTION_ID in questions:
-        answers[QUESTION_ID] = _tool_risk(state)
-    return answers
-
-
-def _tool_risk(state: Any) -> float:
-    first = wire.state_text(state).split("\n", 1)[0]
-    tool = re.match(r"Proposed tool call: (\w+)", first)
-    return {"lookup_order": 0.03, "issue_refund": 0.72, "delete_account": 0.99}.get(tool.group(1) if tool else "", 0.6)
-
-
-def demo_fake_model() -> FakeDecisionModel:
-    """A keyword-scripted fake decision model for offline demos and tests (not a trained model).
-
-    Example:
-        >>> demo_fake_model().invoke({"state": "refund my invoice", "questions": SUPPORT_QUESTIONS}).choices["department"].choice
-        'billing'
-    """
-    return FakeDecisionModel(model="fake-keywords", answer_fn=_keyword_answers)
-
-
-def demo_escalation_llm() -> FakeToolCallingChatModel:
-    """A scripted fake escalation LLM: it answers from keywords in the state and abstains when none match."""
-
-    def respond(messages: list[BaseMessage], tool: dict[str, Any] | None) -> dict[str, Any]:
-        text = str(messages[-1].content).split("</state>")[0].lower()
-        fields = (tool or {}).get("function", {}).get("parameters", {}).get("properties", {})
-        answers: dict[str, Any] = {}
-        for field in fields:
-            if field == "department":
-                scores = _keyword_choice(text, "department", "other")
-                best = max(scores, key=scores.get)  # type: ignore[arg-type]
-                answers[field] = best if scores[best] >= 0.5 else "abstain"
-            elif field == "urgent":
-                answers[field] = "yes" if any(w in text for w in _URGENT) else "no"
-            else:
-                answers[field] = "abstain"
-        return answers
-
-    return FakeToolCallingChatModel(model_name="fake-scripted-escalation-llm", respond=respond)
 
 
 # --------------------------------------------------------------------------- support triage
@@ -258,8 +169,6 @@ def build_support_triage(
 def _last_user_message(state: Mapping[str, Any]) -> str:
     users = [m for m in state.get("messages", []) if isinstance(m, BaseMessage) and m.type == "human"]
     if not users:
-        from clef_agents.graph.errors import GraphInputError
-
         raise GraphInputError("gate 'triage' expected at least one user message in state['messages'], found none")
     return wire.state_text(users[-1].content)
 
@@ -325,26 +234,6 @@ delete_account.metadata = {APPROVAL_METADATA: "always"}  # its author says: a pe
 DEMO_TOOLS = (lookup_order, issue_refund, delete_account)
 
 
-def demo_agent_model() -> FakeToolCallingChatModel:
-    """A scripted fake agent: proposes one tool call from keywords, then reports the tool output."""
-
-    def respond(messages: list[BaseMessage], tool: dict[str, Any] | None) -> AIMessage:
-        last = messages[-1]
-        if isinstance(last, ToolMessage):
-            return AIMessage(f"Result: {last.content}")
-        text = str(last.content).lower()
-        number = (re.findall(r"\d+", text) or ["0"])[0]
-        if "refund" in text:
-            call = {"name": "issue_refund", "args": {"order_id": number, "amount": 40.0}}
-        elif "delete" in text:
-            call = {"name": "delete_account", "args": {"user_id": number}}
-        else:
-            call = {"name": "lookup_order", "args": {"order_id": number}}
-        return AIMessage("", tool_calls=[{**call, "id": f"call_{len(messages)}"}])
-
-    return FakeToolCallingChatModel(model_name="fake-scripted-agent", respond=respond)
-
-
 class ToolApprovalState(MessagesState, DecisionState, total=False):
     """State of the tool-approval graph: the conversation and the gate's verdicts (``decisions``)."""
 
@@ -393,6 +282,22 @@ def build_tool_approval(
     builder.add_edge(review.name, "tools")
     builder.add_edge("tools", "agent")
     return builder.compile(checkpointer=checkpointer, name="tool_approval")
+
+
+__all__ = [
+    "DEMO_MESSAGES",
+    "DEMO_TOOLS",
+    "MODERATION_QUESTIONS",
+    "SUPPORT_QUESTIONS",
+    "build_moderation",
+    "build_support_triage",
+    "build_tool_approval",
+    "demo_agent_model",
+    "demo_escalation_llm",
+    "demo_fake_model",
+    "load_decision_model",
+    "served_settings",
+]
 
 
 # --------------------------------------------------------------------------- served by `langgraph dev`

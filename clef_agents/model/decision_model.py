@@ -11,9 +11,9 @@ from pydantic import ConfigDict, PrivateAttr
 
 from clef_agents import wire
 from clef_agents.batched import BatchedDecisionModel, prepare_request
-from clef_agents.loading import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
 from clef_agents.model.config import ClefConfig, HeadSettings, LoraSettings
 from clef_agents.model.engine import DecisionEngine
+from clef_agents.shipped import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
 from clef_agents.taught_index import TaughtQuestionInfo
 
 

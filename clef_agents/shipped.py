@@ -1,0 +1,46 @@
+"""Checkpoints shipped inside the package, and the folder a checkpoint name or path means.
+
+``clef_agents.loading`` (which turns a ``--model`` spec into a model) and
+``ClefDecisionModel.from_pretrained`` both resolve names here; it imports nothing but ``pathlib``.
+
+Example:
+    >>> checkpoint_folder("runs/mini/final")
+    PosixPath('runs/mini/final')
+    >>> shipped_checkpoint("mini").name
+    'mini'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RESERVED_NAMES = {"mini": "mini"}
+"""Checkpoint names that mean a folder shipped inside the package."""
+
+
+def shipped_checkpoint(name: str) -> Path:
+    """Folder of a checkpoint shipped inside the package (``"mini"``)."""
+    return Path(__file__).resolve().parent / "checkpoints" / RESERVED_NAMES[name]
+
+
+def checkpoint_folder(name_or_path: str | Path) -> Path:
+    """The folder a checkpoint reference names: a reserved name (``"mini"``) or a path.
+
+    A reserved name whose folder is missing from this installation raises ``FileNotFoundError``.
+
+    Example:
+        >>> checkpoint_folder("runs/mini/final")
+        PosixPath('runs/mini/final')
+    """
+    if str(name_or_path) not in RESERVED_NAMES:
+        return Path(name_or_path)
+    folder = shipped_checkpoint(str(name_or_path))
+    if not (folder / "config.json").exists():
+        raise FileNotFoundError(
+            f"the shipped default {name_or_path!r} is not in this installation ({folder}); "
+            "reinstall clef-agents or pass a checkpoint folder"
+        )
+    return folder
+
+
+__all__ = ["RESERVED_NAMES", "checkpoint_folder", "shipped_checkpoint"]
