@@ -27,6 +27,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import ray
 from langchain_core.decisions import ClassifierRequest, ClassifierResponse
 from ray import serve
 from ray.serve import Application
@@ -118,8 +119,6 @@ def start(
     Example:
         >>> url = start("fake", ServerSettings(), port=8123, replicas=2)  # doctest: +SKIP
     """
-    import ray
-
     if not ray.is_initialized():
         for name, seconds in SLOW_START_TIMEOUTS.items():
             os.environ.setdefault(name, seconds)  # inherited by the local Ray instance started below
@@ -135,8 +134,6 @@ def start(
 
 def shutdown() -> None:
     """Remove the deployment and stop Serve and Ray (if this process started Ray)."""
-    import ray
-
     serve.shutdown()
     ray.shutdown()
 

@@ -2,7 +2,8 @@
 
 The ``calibrate`` command (``clef_agents.train.cli``) owns ``--records`` (one or more JSONL files)
 and ``--model``; it adds the lane flags with ``add_lane_arguments(parser)`` and, when
-``--max-auto-error`` is set, calls ``run_lane_fit(args)``.
+``--max-auto-error`` is set, calls ``run_lane_fit(args)``. The fit's modules (numpy, matplotlib,
+pydantic) are imported inside the functions that run it, so registering the flags loads none of them.
 
 Example:
     $ clef-agents calibrate --records labelled.jsonl more.jsonl --max-auto-error 0.01 --confidence 0.9 \\
@@ -13,8 +14,12 @@ Example:
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
+
+from clef_agents.loading import load_model
 
 DEFAULT_MODEL = "mini"
 
@@ -77,7 +82,7 @@ def record_paths(records: str | Sequence[str] | None) -> list[str]:
 
 def load_records(paths: Sequence[str]) -> list[dict[str, Any]]:
     """The decision records of every file in ``paths``, in order (errors name the file and line)."""
-    from clef_agents.thresholds import records as rec
+    from clef_agents.thresholds import records as rec  # numpy: loaded on use (module docstring)
 
     return [record for path in paths for record in rec.load_decision_records(path)]
 
@@ -88,6 +93,7 @@ def run_lane_fit(args: argparse.Namespace, model: Any | None = None) -> int:
     ``model`` answers records without ``meta.probabilities`` (default: ``load_model(args.model)``,
     ``mini`` when no ``--model`` is given).
     """
+    # the fit's modules load on use (module docstring)
     from clef_agents.policy import LanePolicy
     from clef_agents.thresholds import records as rec
     from clef_agents.thresholds.curves import write_report
@@ -106,8 +112,6 @@ def run_lane_fit(args: argparse.Namespace, model: Any | None = None) -> int:
         raise ValueError(f"{where}: no decision records")
     if rec.records_missing_probabilities(records):
         if model is None:
-            from clef_agents.loading import load_model  # noqa: PLC0415
-
             model = load_model(getattr(args, "model", None) or DEFAULT_MODEL)
         predictions = rec.predict_probabilities(
             records, model, batch_size=getattr(args, "batch_size", 32) or 32, progress=not getattr(args, "no_progress", False)
@@ -144,7 +148,7 @@ def run_lane_fit(args: argparse.Namespace, model: Any | None = None) -> int:
 
 
 def _human_rule(args: argparse.Namespace) -> Any:
-    from clef_agents.thresholds.fit import HumanRule
+    from clef_agents.thresholds.fit import HumanRule  # numpy: loaded on use (module docstring)
 
     if getattr(args, "max_human_share", None) is not None:
         return HumanRule("share", args.max_human_share)
@@ -154,9 +158,6 @@ def _human_rule(args: argparse.Namespace) -> Any:
 
 
 def _write_jsonl(path: str, records: list[dict[str, Any]]) -> None:
-    import json
-    from pathlib import Path
-
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w") as handle:

@@ -19,6 +19,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+
 from clef_agents.graph.tools import call_state
 from clef_agents.train.gate_question import gate_record
 
@@ -55,8 +58,6 @@ def conversation(user: str, history: Sequence[Mapping[str, str]], call: Mapping[
         >>> [type(m).__name__ for m in conversation("list files", [], call)]
         ['HumanMessage', 'AIMessage']
     """
-    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-
     messages: list[Any] = [HumanMessage(user)]
     for i, turn in enumerate(history):
         if turn["role"] == "agent action":
@@ -73,8 +74,6 @@ def conversation(user: str, history: Sequence[Mapping[str, str]], call: Mapping[
 
 def described_tool(name: str, description: str) -> Any:
     """A tool with ``name`` and ``description`` and no metadata, as a call file describes it."""
-    from langchain_core.tools import StructuredTool
-
     return StructuredTool.from_function(func=lambda **kw: "", name=name, description=description,
                                         args_schema={"type": "object", "properties": {}})
 
