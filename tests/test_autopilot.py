@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 
 from clef_agents.autopilot import Autopilot, LabelStore
+from clef_agents.autopilot.learner import Learner
+from clef_agents.autopilot.pilot import AutopilotConfig
+from clef_agents.autopilot.store import LabelledItem
 from clef_agents.autopilot.replay import Stream, replay
 
 QUESTION = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "tech": None, "sales": None}}
@@ -155,3 +158,27 @@ def test_a_retrain_in_a_child_process_is_stored_and_served(tmp_path):
         Autopilot(":memory:", background="process")
     with pytest.raises(ValueError, match="background must be"):
         Autopilot(":memory:", background="sometimes")
+
+
+def _sample_with_sure_disagreements(n: int = 600) -> list[LabelledItem]:
+    """Yes/no items whose model answer agrees with the teacher, but for the three surest ones."""
+    rng = np.random.default_rng(0)
+    p_yes = rng.uniform(0.0, 1.0, n)
+    surest = set(np.argsort(-np.abs(p_yes - 0.5))[:3].tolist())
+    items = []
+    for k, p in enumerate(p_yes):
+        label = int(p < 0.5) if k not in surest else int(p >= 0.5)
+        items.append(LabelledItem(seq=k, item_key=f"i{k}", state_text="x", model_probs=[float(p), float(1 - p)],
+                                  marked=True, eligible=False, auto_label=None, version=0, label=label, source="llm"))
+    return items
+
+
+def test_the_sequence_start_is_checked_and_used_by_certification():
+    with pytest.raises(ValueError, match="unknown sequence start 'middle'; allowed: first, robust"):
+        AutopilotConfig(sequence_start="middle")
+    assert AutopilotConfig().sequence_start == "robust"
+    sample, learner = _sample_with_sure_disagreements(), Learner.model_answer(2)
+    first = Autopilot(":memory:", embeddings=False, background=False, sequence_start="first")
+    robust = Autopilot(":memory:", embeddings=False, background=False)
+    assert first.certify(learner, sample)["certified"] is False  # disagreements at the top end "first"
+    assert robust.certify(learner, sample)["certified"] is True

@@ -49,6 +49,7 @@ import numpy as np
 from clef_agents import wire
 from clef_agents.autopilot.learner import ALL_KINDS, KINDS, Learner, LearnerInputs, fit_learner
 from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord
+from clef_agents.thresholds.stats import check_start, fit_error_threshold
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +76,9 @@ class AutopilotConfig:
         min_minority: certify only when the sample holds at least two answers given this many times each, so
             a teacher that says one thing to everything never hands the gate over.
         refresh_seconds: how often a process looks in the store for a version another process certified.
+        sequence_start: where Learn-then-Test's fixed sequence of thresholds begins (``thresholds.START_RULES``):
+            ``"robust"`` (the default: a teacher's labels carry some noise even among the surest answers, and a
+            single disagreement at the top then does not void the certificate) or ``"first"`` (docs/thresholds.md).
         seed: the salt of the per-item draws.
     """
 
@@ -93,6 +97,7 @@ class AutopilotConfig:
     stop_learning_after: int | None = None
     min_minority: int = 5
     refresh_seconds: float = 10.0
+    sequence_start: str = "robust"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -107,6 +112,7 @@ class AutopilotConfig:
         for name in ("retrain_every", "first_retrain", "train_window", "cert_window", "drift_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_start(self.sequence_start)
         unknown = [k for k in self.learner_kinds if k not in ALL_KINDS]
         if unknown or not self.learner_kinds:
             raise ValueError(f"learner_kinds must be some of {', '.join(ALL_KINDS)}, got {list(self.learner_kinds)}")
@@ -537,8 +543,6 @@ class Autopilot:
     def certify(self, learner: Learner, sample: Sequence[Any]) -> dict[str, Any]:
         """The lowest threshold at which the learner's answers agree with the teacher's labels of the sample at
         least at ``target``, with ``confidence`` (Learn-then-Test); ``threshold`` None when none certifies."""
-        from clef_agents.thresholds.stats import fit_error_threshold  # noqa: PLC0415
-
         if not sample:
             return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
         counts = np.bincount([i.label for i in sample], minlength=learner.n_options)
@@ -550,7 +554,8 @@ class Autopilot:
         probs = learner.predict_proba(inputs)
         labels = np.array([i.label for i in sample])
         fit = fit_error_threshold(probs.max(axis=1), probs.argmax(axis=1) == labels, target=1.0 - self.config.target,
-                                  delta=1.0 - self.config.confidence, seed=len(sample))
+                                  delta=1.0 - self.config.confidence, seed=len(sample),
+                                  start=self.config.sequence_start)
         return {"certified": bool(fit.certified), "threshold": float(fit.threshold) if fit.certified else None,
                 "accepted": int(fit.accepted), "disagreements": int(fit.errors), "sample": len(sample),
                 "reason": fit.reason}
