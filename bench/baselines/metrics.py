@@ -12,22 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clef_agents import wire
-
-ECE_BINS = 15
-
-
-def expected_calibration_error(confidences: Sequence[float], correct: Sequence[bool], bins: int = ECE_BINS) -> float:
-    """Σ_b (|b|/N)·|accuracy(b) − mean confidence(b)| over equal-width bins of [0, 1]."""
-    if not confidences:
-        return float("nan")
-    totals = [[0, 0.0, 0.0] for _ in range(bins)]
-    for conf, ok in zip(confidences, correct):
-        b = min(int(conf * bins), bins - 1)
-        totals[b][0] += 1
-        totals[b][1] += conf
-        totals[b][2] += float(ok)
-    n = len(confidences)
-    return sum(count / n * abs(hits / count - conf_sum / count) for count, conf_sum, hits in totals if count)
+from clef_agents.train.metrics import expected_calibration_error  # noqa: F401 (the benchmarks' ECE, as training reports it)
 
 
 def calibration_point(question: wire.TextQuestion, probabilities: Sequence[float], label: Any) -> tuple[float, bool]:
