@@ -1,8 +1,7 @@
 """Benchmark requests: the decision records the model sees, sampled with a seed.
 
-``load_split`` prefers ``clef_agents.train.datasets.load_records`` (the records training and
-evaluation use); if that module is not there it builds equivalent records from
-``../shared/data/<name>/<split>.jsonl`` (or ``$CLEF_DATA``) with the instructions below.
+``load_split`` reads them with ``clef_agents.train.datasets.load_records``, the records training and
+evaluation use.
 
 Example:
     >>> items = sample_items("sms_spam", n=3, seed=0)  # doctest: +SKIP
@@ -11,22 +10,13 @@ Example:
 
 from __future__ import annotations
 
-import json
-import os
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from clef_agents import wire
 
-
-
-def fallback_data_root() -> Path:
-    """``$CLEF_DATA`` if set, else ``../shared/data`` beside the repository (the fallback loader's data)."""
-    return Path(os.environ.get("CLEF_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 BENCH_DATASETS = ("banking77", "clinc150", "sms_spam", "sst5", "bfcl_relevance")
-SST5_LEVELS = ["very negative", "negative", "neutral", "positive", "very positive"]
 
 
 @dataclass
@@ -44,21 +34,15 @@ class BenchItem:
 
 
 def records_source() -> str:
-    """Which loader produced the records: ``"clef_agents.train.datasets"`` or ``"jsonl-fallback"``."""
-    try:
-        from clef_agents.train.datasets import load_records  # noqa: F401
-    except ImportError:
-        return "jsonl-fallback"
+    """Which loader produced the records (recorded in the results)."""
     return "clef_agents.train.datasets"
 
 
 def load_split(name: str, split: str) -> list[dict[str, Any]]:
     """All decision records of ``name``/``split`` (``{"state", "questions", "labels", "meta"}``)."""
-    if records_source() == "clef_agents.train.datasets":
-        from clef_agents.train.datasets import load_records
+    from clef_agents.train.datasets import load_records
 
-        return [_as_dict(r) for r in load_records(name, split)]
-    return fallback_records(name, split)
+    return [_as_dict(r) for r in load_records(name, split)]
 
 
 def _as_dict(record: Any) -> dict[str, Any]:
@@ -81,51 +65,6 @@ def to_item(record: dict[str, Any], dataset: str) -> BenchItem:
     questions = wire.validate_questions(record["questions"])
     request = {"state": record["state"], "questions": {qid: wire.question_to_wire(q) for qid, q in questions.items()}}
     return BenchItem(request=request, labels=dict(record["labels"]), dataset=dataset, meta=dict(record.get("meta", {})))
-
-
-# --------------------------------------------------------------------------- fallback records
-
-
-def fallback_records(name: str, split: str) -> list[dict[str, Any]]:
-    """Records built straight from the staged JSONL (used only when the train loader is absent)."""
-    root = fallback_data_root()
-    path = root / name / f"{split}.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    labels = (root / name / "labels.txt").read_text().split()
-    question = _fallback_question(name, labels)
-    return [
-        {
-            "state": row["text"],
-            "questions": {name: question},
-            "labels": {name: _fallback_label(name, row["label"])},
-            "meta": {"dataset": name, "split": split, "source": "jsonl-fallback"},
-        }
-        for row in rows
-    ]
-
-
-def _fallback_question(name: str, labels: list[str]) -> dict[str, Any]:
-    if name == "sms_spam":
-        return {"type": "noul", "instructions": "Is this SMS message spam?"}
-    if name == "bfcl_relevance":
-        return {"type": "noul", "instructions": "Should one of the available tools be called to answer the user?"}
-    if name == "sst5":
-        return {"type": "score", "instructions": "How positive is the sentiment of this movie review?", "criteria": SST5_LEVELS}
-    instructions = {
-        "banking77": "Which banking intent does the customer's message express?",
-        "clinc150": "Which intent does the user's request express? Pick oos if none fits.",
-    }[name]
-    return {"type": "choice", "instructions": instructions, "criteria": {label: label.replace("_", " ") for label in labels}}
-
-
-def _fallback_label(name: str, label: str) -> Any:
-    if name == "sms_spam":
-        return label == "spam"
-    if name == "bfcl_relevance":
-        return label == "call"
-    if name == "sst5":
-        return int(label)
-    return label
 
 
 # --------------------------------------------------------------------------- option texts

@@ -7,8 +7,9 @@ Each ``Method`` answers a System One request with ``{qid: probabilities}`` index
 Example:
     >>> from clef_agents.testing import FakeDecisionModel
     >>> m = DecisionModelMethod(FakeDecisionModel(answers={"spam": 0.8}))
-    >>> m.predict({"state": "win cash", "questions": {"spam": {"type": "noul", "instructions": "Spam?"}}})
-    {'spam': [0.8, 0.2]}
+    >>> answer = m.predict({"state": "win cash", "questions": {"spam": {"type": "noul", "instructions": "Spam?"}}})
+    >>> [round(p, 6) for p in answer["spam"]]
+    [0.8, 0.2]
 """
 
 from __future__ import annotations
