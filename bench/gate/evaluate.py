@@ -329,7 +329,7 @@ def _test_lines() -> list[str]:
 
 
 def report() -> str:
-    """bench/gate/results.md from the committed JSON files (no number typed by hand; the story is README.md)."""
+    """bench/gate/results/results.md from the committed JSON files (no number typed by hand; the story is README.md)."""
     policy, held = _load("policy.json"), _load("heldout.json")
     met = target_met(held["all"])
     block = policy["block_at"] if policy["block_at"] is not None else "none (the model alone never refuses a call)"

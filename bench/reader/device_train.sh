@@ -12,7 +12,7 @@
 #   train STEPS SECONDS (device, carry .dev/rd/init): `clef-agents train-reader --device cuda` from the staged
 #          records for at most SECONDS, keeping a checkpoint every STEPS/2 steps; the two newest come back in
 #          $OUT as one tar in 15 MiB parts (at most 8 files of 16 MiB come back; one reader is 22 MB).
-#   join FILES_AT (here): unpacks them into runs/reader_gpu/<checkpoint>/, for bench/reader/probe.py.
+#   join FILES_AT (here): unpacks them into runs/reader_gpu/<checkpoint>/, for clef-agents choose-reader.
 # Test the whole path on the CPU first: CLEF_AGENTS_DEVICE=cpu OUT=/tmp/out RD=/tmp/rd bench/reader/device_train.sh ...
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
