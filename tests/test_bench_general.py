@@ -165,3 +165,40 @@ def test_a_task_is_seen_by_the_part_that_answered_it() -> None:
     assert answerer.saw(task) is True
     assert answerer.info()["tasks_with_head_answers"] == [task.id]
     assert ModelAnswerer("plain", by_reader, trained_on=[task.dataset]).saw(task) is True
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A tiny random causal LM (the precise tier's contender in these runs)."""
+    pytest.importorskip("torch")
+    from tests.tiny_models import tiny_causal_lm
+
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny_lm"))
+
+
+def test_the_benchmark_takes_a_local_lm_as_a_contender_trained_on_nothing(folder):
+    from bench.general.run import build_answerers
+    from clef_agents.model.precise import PrefillLMDecisionModel
+
+    (answerer,) = build_answerers([], [f"tiny=lm:{folder}"])
+    assert answerer.key == "tiny" and answerer.info()["trained_on"] == []
+    assert isinstance(answerer.model, PrefillLMDecisionModel)
+
+
+def test_the_benchmark_reads_a_local_lm_again_under_other_answer_settings(folder, tmp_path):
+    from bench.general.run import build_answerers
+    from clef_agents.model.config import Calibration
+    from clef_agents.model.precise import LMSettings
+
+    settings = tmp_path / "both.json"
+    settings.write_text(LMSettings(noul_both_forms=True, calibration=Calibration(noul_a=0.5)).model_dump_json())
+    tiny, both = build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
+    assert both.key == "both" and both.model.lm.model is tiny.model.lm.model and both.info()["trained_on"] == []
+    assert both.model.lm.noul_both_forms and both.model.lm.calibration.noul_a == 0.5 and not tiny.model.lm.noul_both_forms
+    settings.write_text(LMSettings(answer="name").model_dump_json())
+    with pytest.raises(SystemExit, match="differs from tiny's settings in answer; a variant may change only"):
+        build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
+    with pytest.raises(SystemExit, match="add precise \\(or --model KEY=lm:PATH\\) first"):
+        build_answerers([], [], [f"both={settings}"])
+    with pytest.raises(SystemExit, match="cannot read LM settings from"):
+        build_answerers([], [f"tiny=lm:{folder}"], [f"both={tmp_path / 'missing.json'}"])

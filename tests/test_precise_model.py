@@ -366,31 +366,6 @@ def test_precision_names_are_checked_and_auto_picks_a_float_type():
         lm_dtype("int4")
 
 
-def test_the_benchmark_takes_a_local_lm_as_a_contender_trained_on_nothing(folder):
-    from bench.general.run import build_answerers
-
-    (answerer,) = build_answerers([], [f"tiny=lm:{folder}"])
-    assert answerer.key == "tiny" and answerer.info()["trained_on"] == []
-    assert isinstance(answerer.model, PrefillLMDecisionModel)
-
-
-def test_the_benchmark_reads_a_local_lm_again_under_other_answer_settings(folder, tmp_path):
-    from bench.general.run import build_answerers
-
-    settings = tmp_path / "both.json"
-    settings.write_text(LMSettings(noul_both_forms=True, calibration=Calibration(noul_a=0.5)).model_dump_json())
-    tiny, both = build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
-    assert both.key == "both" and both.model.lm.model is tiny.model.lm.model and both.info()["trained_on"] == []
-    assert both.model.lm.noul_both_forms and both.model.lm.calibration.noul_a == 0.5 and not tiny.model.lm.noul_both_forms
-    settings.write_text(LMSettings(answer="name").model_dump_json())
-    with pytest.raises(SystemExit, match="differs from tiny's settings in answer; a variant may change only"):
-        build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
-    with pytest.raises(SystemExit, match="add precise \\(or --model KEY=lm:PATH\\) first"):
-        build_answerers([], [], [f"both={settings}"])
-    with pytest.raises(SystemExit, match="cannot read LM settings from"):
-        build_answerers([], [f"tiny=lm:{folder}"], [f"both={tmp_path / 'missing.json'}"])
-
-
 NOULS = [Noul(instructions="urgent ?"), Noul(instructions="is the card not lost ?")]
 
 
