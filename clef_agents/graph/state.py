@@ -53,9 +53,9 @@ class DecisionState(TypedDict, total=False):
     decisions: Annotated[dict[str, Any], merge_decisions]
 
 
-Judge = Literal["model", "metadata", "fail_closed"]
-"""What settled a tool-gate verdict: the decision model, the tool's own metadata, or a failure
-(the model raised, timed out or gave no valid probability), which blocks."""
+Judge = Literal["model", "metadata", "fail_closed", "autopilot"]
+"""What settled a tool-gate verdict: the decision model, the tool's own metadata, a failure
+(the model raised, timed out or gave no valid probability), which blocks, or the gate's autopilot."""
 
 
 class ToolReview(TypedDict):
@@ -97,6 +97,8 @@ class ToolCallVerdict(TypedDict):
     trace_id: str | None
     review: NotRequired[ToolReview]
     """Set by ``ToolGate.review_node`` once a person decided on a held call."""
+    autopilot_item: NotRequired[str]
+    """The autopilot's item key of a call it routed (its reviewer's decision becomes that item's label)."""
 
 
 class ToolGateEntry(TypedDict):

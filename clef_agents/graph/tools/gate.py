@@ -24,6 +24,7 @@ from clef_agents import wire
 from clef_agents.graph.node import as_trace_store
 from clef_agents.graph.state import ToolGateEntry
 from clef_agents.graph.tools import adapters
+from clef_agents.graph.tools.autopilot import autopilot_verdict, gate_autopilot, record_review_label
 from clef_agents.graph.tools.judging import DEFAULT_TIMEOUT_S, ModelJudge
 from clef_agents.graph.tools.ledger import VerdictLedger, messages_of, run_thread_id
 from clef_agents.graph.tools.policy import (
@@ -70,6 +71,11 @@ class ToolGate:
             lend their description and metadata to judgements made before the tool step.
         traces: a ``TraceStore`` or path; each judgement and review is recorded there.
         timeout_s: seconds to wait for the model before blocking (``None``: no limit).
+        autopilot: an ``Autopilot`` (``clef_agents.autopilot``) or a store path for one with target 0.99: each
+            review of a held call becomes a label (approved as proposed: no approval needed; edited or rejected:
+            needed), and a call runs without asking only where the autopilot is certified to say it needs no
+            approval. Until then every call the model judges is held for a person (``block_at`` still refuses).
+            Needs ``on_hold="interrupt"``. Docs: docs/autopilot.md.
 
     Example:
         >>> from clef_agents.testing import FakeDecisionModel
@@ -90,7 +96,9 @@ class ToolGate:
         name: str = "tool_gate",
         history: int = 12,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        autopilot: Any = None,
     ):
+        self.autopilot = gate_autopilot(autopilot, on_hold)
         self.model_judge = ModelJudge(model, question, timeout_s)
         self.policy = GatePolicy(hold_at, block_at, on_hold)
         self.ledger = VerdictLedger(name)
@@ -151,7 +159,7 @@ class ToolGate:
         if judged.response is None:  # the model failed: the call is blocked, and there is no answer to record
             return judged.verdict
         self.warn_if_untaught(judged.response)
-        return self._record(tool_call, state, judged.response, judged.verdict, thread_id)
+        return self._record(tool_call, state, judged.response, self._with_autopilot(state, judged.verdict), thread_id)
 
     async def ajudge(self, tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, thread_id: str | None = None) -> GateVerdict:
         """Async ``judge`` (the timeout is ``asyncio.wait_for``; cancelling the caller still cancels)."""
@@ -164,7 +172,13 @@ class ToolGate:
         if judged.response is None:
             return judged.verdict
         self.warn_if_untaught(judged.response)
-        return await asyncio.to_thread(self._record, tool_call, state, judged.response, judged.verdict, thread_id)
+        verdict = await asyncio.to_thread(self._with_autopilot, state, judged.verdict)
+        return await asyncio.to_thread(self._record, tool_call, state, judged.response, verdict, thread_id)
+
+    def _with_autopilot(self, state: str, verdict: GateVerdict) -> GateVerdict:
+        if self.autopilot is None:
+            return verdict
+        return autopilot_verdict(self.autopilot, self.name, self.questions[QUESTION_ID], state, verdict)
 
     def warn_if_untaught(self, response: Any) -> bool:
         """Warn once (``UntaughtGateQuestionWarning``) when the model says it answered the gate question with its
@@ -328,8 +342,10 @@ class ToolGate:
 
     def record_review(self, verdict: GateVerdict, decision: ReviewDecision) -> None:
         """Apply a reviewer's decision: store it as the human outcome of the call's trace (needs
-        approval = not approved as proposed). Every review, sync or async, passes here once."""
+        approval = not approved as proposed) and, for a call the autopilot routed, as its label.
+        Every review, sync or async, passes here once."""
         self.records.review(verdict, decision)
+        record_review_label(self.autopilot, verdict, decision.type)
 
     def refusal(self, tool_call: Mapping[str, Any], reason: str) -> ToolMessage:
         """The message the model gets instead of the tool's output."""
@@ -373,4 +389,5 @@ class ToolGate:
             "timeout_s": self.timeout_s,
             "guarded": None if self.guarded is None else sorted(self.guarded),
             "question": wire.question_to_wire(self.questions[QUESTION_ID]),
+            "autopilot": None if self.autopilot is None else repr(self.autopilot),
         }

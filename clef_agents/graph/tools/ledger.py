@@ -50,7 +50,7 @@ def verdict_entry(tool_call: Mapping[str, Any], verdict: GateVerdict) -> ToolCal
         >>> verdict_entry({"name": "pay", "args": {}, "id": "c1"}, GateVerdict("allow", 0.1, "low"))["lane"]
         'auto'
     """
-    return {
+    entry: ToolCallVerdict = {
         "tool_call_id": None if tool_call.get("id") is None else str(tool_call.get("id")),
         "tool": str(tool_call.get("name")),
         "call_hash": call_hash(tool_call),
@@ -61,6 +61,9 @@ def verdict_entry(tool_call: Mapping[str, Any], verdict: GateVerdict) -> ToolCal
         "judge": verdict.judge,
         "trace_id": verdict.trace_id,
     }
+    if verdict.autopilot_item is not None:
+        entry["autopilot_item"] = verdict.autopilot_item
+    return entry
 
 
 def review_entry(decision: ReviewDecision) -> ToolReview:
@@ -182,4 +185,5 @@ class VerdictLedger:
 
 
 def _verdict(item: Mapping[str, Any]) -> GateVerdict:
-    return GateVerdict(item["action"], item["probability"], item["reason"], item["trace_id"], item["judge"])
+    return GateVerdict(item["action"], item["probability"], item["reason"], item["trace_id"], item["judge"],
+                       item.get("autopilot_item"))

@@ -59,6 +59,8 @@ class GateVerdict:
     reason: str
     trace_id: str | None = None
     judge: Judge = "model"
+    autopilot_item: str | None = None
+    """The autopilot's item key when the gate's autopilot routed the call."""
 
     @property
     def lane(self) -> Lane:

@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,7 +55,7 @@ class GateRecords:
             thread_id=thread_id,
             outcomes=_auto_outcome(verdict),
         )
-        return GateVerdict(verdict.action, verdict.probability, verdict.reason, trace_id, verdict.judge)
+        return replace(verdict, trace_id=trace_id)
 
     def review(self, verdict: GateVerdict, decision: ReviewDecision) -> None:
         """Record a reviewer's decision as the human outcome of the call's trace (needs approval =
