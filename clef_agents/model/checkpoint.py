@@ -1,6 +1,11 @@
 """Checkpoint folders on disk: config.json, the PEFT adapter (adapter/), head.safetensors, the taught
 questions' files and the question reader's files. No pickles and no copy of the backbone.
 
+Weights are written compactly (``clef_agents.model.storage``: the head and taught weights in half
+precision, the reader as int8 differences from the backbone; the small LoRA adapter stays float32) and
+read back as float32; folders written before in float32 load as they are, and ``compact`` rewrites one
+in the compact form.
+
 Example:
     >>> config = read_config("clef_agents/checkpoints/mini")  # doctest: +SKIP
     >>> config.backbone  # doctest: +SKIP
@@ -9,13 +14,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
-from clef_agents.model.reader import QuestionReader
-from clef_agents.model.taught import TaughtQuestions, feature_size
+from clef_agents.model.reader import READER_WEIGHTS_FILE, QuestionReader
+from clef_agents.model.storage import half
+from clef_agents.model.taught import TAUGHT_FILE, TAUGHT_INDEX, TaughtQuestions, feature_size
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
@@ -58,7 +65,8 @@ def resolve_backbone(reference: str, folder: str | Path) -> str:
 
 
 def save_adapter(network: torch.nn.Module, folder: str | Path) -> None:
-    """Write a PEFT network's adapter into ``folder``/adapter (safetensors).
+    """Write a PEFT network's adapter into ``folder``/adapter (safetensors, float32: training resumes
+    from it, and it is small).
 
     Example:
         >>> save_adapter(engine.network, "runs/mini/final")  # doctest: +SKIP
@@ -67,7 +75,7 @@ def save_adapter(network: torch.nn.Module, folder: str | Path) -> None:
 
 
 def load_adapter(network: torch.nn.Module, folder: str | Path, device: torch.device) -> None:
-    """Load the adapter weights of a checkpoint folder into a PEFT network.
+    """Load the adapter weights of a checkpoint folder (half or full precision) into a PEFT network, as float32.
 
     Example:
         >>> load_adapter(engine.network, "clef_agents/checkpoints/mini", torch.device("cpu"))  # doctest: +SKIP
@@ -79,26 +87,35 @@ def load_adapter(network: torch.nn.Module, folder: str | Path, device: torch.dev
     weights = adapter_dir / ADAPTER_WEIGHTS
     if not weights.exists():
         raise FileNotFoundError(f"adapter weights missing: {weights}")
-    result = set_peft_model_state_dict(network, load_file(str(weights), device=str(device)))
+    result = set_peft_model_state_dict(network, _as_float32(load_file(str(weights), device=str(device))))
     unexpected = getattr(result, "unexpected_keys", [])
     if unexpected:
         raise ValueError(f"adapter in {adapter_dir} does not fit this backbone: unexpected keys {unexpected[:3]}")
 
 
 def save_head(head: torch.nn.Module, folder: str | Path) -> None:
-    """Write the routing head's weights (float32) as head.safetensors.
+    """Write the routing head's weights as head.safetensors (half precision, see ``write_head``).
 
     Example:
         >>> save_head(engine.head, "runs/mini/final")  # doctest: +SKIP
     """
+    write_head(head.state_dict(), folder)
+
+
+def write_head(weights: Mapping[str, torch.Tensor], folder: str | Path) -> None:
+    """Write head weights by name as head.safetensors: floats in half precision (float32 where a value
+    does not fit it), read back as float32 by ``read_head``.
+
+    Example:
+        >>> write_head(read_head("runs/mini/final", torch.device("cpu")), "runs/mini/final")  # doctest: +SKIP
+    """
     from safetensors.torch import save_file
 
-    state = {k: v.detach().float().cpu().contiguous() for k, v in head.state_dict().items()}
-    save_file(state, str(Path(folder) / HEAD_FILE))
+    save_file({name: half(value) for name, value in weights.items()}, str(Path(folder) / HEAD_FILE))
 
 
 def read_head(folder: str | Path, device: torch.device) -> dict[str, torch.Tensor]:
-    """The routing head's weights from head.safetensors, on ``device``.
+    """The routing head's weights from head.safetensors (half or full precision), as float32 on ``device``.
 
     Example:
         >>> sorted(read_head("clef_agents/checkpoints/mini", torch.device("cpu")))[:1]  # doctest: +SKIP
@@ -106,7 +123,12 @@ def read_head(folder: str | Path, device: torch.device) -> dict[str, torch.Tenso
     """
     from safetensors.torch import load_file
 
-    return load_file(str(Path(folder) / HEAD_FILE), device=str(device))
+    return _as_float32(load_file(str(Path(folder) / HEAD_FILE), device=str(device)))
+
+
+def _as_float32(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Float tensors upcast to float32; others as they are."""
+    return {name: t.float() if t.is_floating_point() else t for name, t in tensors.items()}
 
 
 def save_taught(taught: TaughtQuestions, folder: str | Path) -> None:
@@ -146,3 +168,25 @@ def load_reader(folder: str | Path, device: torch.device) -> QuestionReader:
 def save_reader(reader: QuestionReader, folder: str | Path) -> None:
     """Write a question reader's files into a checkpoint folder."""
     reader.save(folder)
+
+
+def compact(folder: str | Path) -> dict[str, tuple[int, int]]:
+    """Rewrite a checkpoint folder's weights in the compact form saving writes (the head in half precision,
+    the taught questions' files and the reader as ``TaughtQuestions.save`` and ``QuestionReader.save`` write
+    them); returns each rewritten file's size in bytes, before and after.
+
+    Example:
+        >>> compact("runs/my-mini/final")  # doctest: +SKIP
+        {'head.safetensors': (14031528, 7019076), ...}
+    """
+    folder = Path(folder)
+    read_config(folder)
+    files = [HEAD_FILE, TAUGHT_INDEX, TAUGHT_FILE, READER_WEIGHTS_FILE]
+    before = {name: (folder / name).stat().st_size for name in files if (folder / name).is_file()}
+    cpu = torch.device("cpu")
+    if (folder / HEAD_FILE).is_file():
+        write_head(read_head(folder, cpu), folder)
+    load_taught(folder).save(folder)
+    if has_reader(folder):
+        load_reader(folder, cpu).save(folder)
+    return {name: (size, (folder / name).stat().st_size) for name, size in before.items()}

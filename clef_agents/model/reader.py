@@ -32,6 +32,7 @@ from clef_agents import wire
 from clef_agents.model.backbones import Backbone, load_backbone
 from clef_agents.model.config import Calibration
 from clef_agents.model.lru import LruCache
+from clef_agents.model.storage import dequantise_rows, fingerprint, half, quantise_rows
 
 READER_CONFIG_FILE = "reader.json"
 READER_WEIGHTS_FILE = "reader.safetensors"
@@ -43,6 +44,10 @@ CONTENT_FREE_STATES = ("", "N/A")
 """States that say nothing: a question's mean logits about them are its prior (``QuestionReader.prior_logits``)."""
 PRIOR_CACHE_SIZE = 4096
 """Questions whose prior logits are kept."""
+DELTA_STORAGE = "int8-delta/1"
+"""``reader.safetensors`` metadata ``storage`` of readers saved compactly (``pack_weights``); absent: every
+weight stored whole (float16 or float32)."""
+DELTA_SUFFIX, SCALE_SUFFIX = ".delta", ".delta_scale"
 
 
 class ReaderConfig(BaseModel):
@@ -158,6 +163,66 @@ class ReaderNetwork(torch.nn.Module):
         """Every parameter but the token embeddings (kept as the backbone ships them)."""
         return [p for name, p in self.named_parameters() if not name.startswith("encoder.embeddings.")]
 
+    def stored_parameter_names(self) -> list[str]:
+        """What a saved reader holds: the trainable parameters but the backbone's pooler, which the reader
+        never reads (it stays as the backbone ships it, so storing it would store the backbone twice)."""
+        return [name for name, _ in self.named_parameters()
+                if not name.startswith(("encoder.embeddings.", "encoder.pooler."))]
+
+
+def pack_weights(state: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Reader weights as stored compactly, and the file's metadata: each matrix the backbone also has
+    (``base``, same name and shape) as int8 codes of its difference from the backbone's (``<name>.delta``,
+    one scale per row in ``<name>.delta_scale``), every other weight in half precision. The metadata
+    holds the fingerprint of the backbone weights the differences were taken from.
+
+    Fine-tuning moves the backbone's matrices by a few percent, so the differences' rounding error is
+    about half precision's on the whole weight, at half its size.
+
+    Example:
+        >>> tensors, meta = pack_weights({"w": torch.ones(2, 2), "b": torch.ones(2)}, {"w": torch.zeros(2, 2)})
+        >>> sorted(tensors), meta["storage"]
+        (['b', 'w.delta', 'w.delta_scale'], 'int8-delta/1')
+    """
+    tensors: dict[str, torch.Tensor] = {}
+    used: dict[str, torch.Tensor] = {}
+    for name, value in state.items():
+        reference = base.get(name)
+        if value.dim() == 2 and reference is not None and reference.shape == value.shape:
+            codes, scale = quantise_rows(value.float().cpu() - reference.float().cpu())
+            tensors[name + DELTA_SUFFIX], tensors[name + SCALE_SUFFIX] = codes, scale
+            used[name] = reference
+        else:
+            tensors[name] = half(value)
+    return tensors, {"storage": DELTA_STORAGE, "base_sha256": fingerprint(used)}
+
+
+def unpack_weights(stored: Mapping[str, torch.Tensor], metadata: Mapping[str, str], base: Mapping[str, torch.Tensor],
+                   where: str) -> dict[str, torch.Tensor]:
+    """Float32 reader weights from a weights file's tensors and metadata, either storage: ``pack_weights``'s
+    (differences added to ``base``, the backbone's weights, which must be those they were taken from) or
+    whole weights.
+
+    Example:
+        >>> tensors, meta = pack_weights({"w": torch.ones(2, 2)}, {"w": torch.zeros(2, 2)})
+        >>> unpack_weights(tensors, meta, {"w": torch.zeros(2, 2)}, "example")["w"].tolist()
+        [[1.0, 1.0], [1.0, 1.0]]
+    """
+    storage = metadata.get("storage")
+    if storage not in (None, DELTA_STORAGE):
+        raise ValueError(f"{where}: weights stored as {storage!r}; this version reads {DELTA_STORAGE!r} or whole weights")
+    names = [name.removesuffix(DELTA_SUFFIX) for name in stored if name.endswith(DELTA_SUFFIX)]
+    absent = [name for name in names if name not in base]
+    if absent:
+        raise ValueError(f"{where}: differences stored for weights the backbone lacks: {absent[:5]}")
+    if names and metadata.get("base_sha256") != fingerprint({name: base[name] for name in names}):
+        raise ValueError(f"{where}: the weights are stored as differences from other backbone weights than those "
+                         "loaded; load it with the backbone it was saved with")
+    state = {name: value.float() for name, value in stored.items() if not name.endswith((DELTA_SUFFIX, SCALE_SUFFIX))}
+    for name in names:
+        state[name] = base[name].detach().float().cpu() + dequantise_rows(stored[name + DELTA_SUFFIX], stored[name + SCALE_SUFFIX])
+    return state
+
 
 def truncate_ids(ids: list[int], budget: int, tail_fraction: float) -> list[int]:
     """Keep the head and the tail of a token list within ``budget`` (``tail_fraction`` of it from the end).
@@ -252,8 +317,9 @@ class QuestionReader:
 
     @classmethod
     def load(cls, folder: str | Path, device: torch.device | None = None) -> QuestionReader:
-        """Load a reader saved by ``save`` (the backbone's embeddings come from the backbone itself)."""
-        from safetensors.torch import load_file
+        """Load a reader saved by ``save``, in either storage (see ``save``); the backbone's embeddings and
+        pooler come from the backbone itself."""
+        from safetensors import safe_open
 
         folder = Path(folder)
         if not cls.exists(folder):
@@ -262,25 +328,46 @@ class QuestionReader:
         if config.format != READER_FORMAT:
             raise ValueError(f"{folder / READER_CONFIG_FILE}: format {config.format!r}, this version reads {READER_FORMAT!r}")
         reader = cls.create(config, device)
-        state = {k: v.float() for k, v in load_file(str(folder / READER_WEIGHTS_FILE)).items()}
+        path = folder / READER_WEIGHTS_FILE
+        with safe_open(str(path), "pt") as handle:
+            stored = {name: handle.get_tensor(name) for name in handle.keys()}
+            metadata = handle.metadata() or {}
+        base = {name: p.detach() for name, p in reader.network.named_parameters()}
+        state = unpack_weights(stored, metadata, base, f"{path} (backbone {config.backbone!r})")
         missing, unexpected = reader.network.load_state_dict(state, strict=False)
-        trained = {name for name, _ in reader.network.named_parameters() if not name.startswith("encoder.embeddings.")}
-        if unexpected or trained & set(missing):
-            raise ValueError(f"{folder / READER_WEIGHTS_FILE} does not fit the reader: missing {sorted(trained & set(missing))[:5]}, "
+        stored_names = set(reader.network.stored_parameter_names())
+        if unexpected or stored_names & set(missing):
+            raise ValueError(f"{path} does not fit the reader: missing {sorted(stored_names & set(missing))[:5]}, "
                              f"unexpected {sorted(unexpected)[:5]}")
         return reader
 
     def save(self, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
-        """Write the trained layers and heads (``dtype``, half precision by default) and the config."""
+        """Write the trained layers and heads, and the config.
+
+        ``dtype`` float16 (the default) stores them compactly (``pack_weights``): each matrix the backbone
+        also has as int8 differences from the backbone's, everything else in half precision; float32
+        stores every weight exactly. Either is read back as float32 by ``load``.
+        """
         from safetensors.torch import save_file
 
+        if dtype not in (torch.float16, torch.float32):
+            raise ValueError(f"a reader is saved compactly (torch.float16) or exactly (torch.float32), not as {dtype}")
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        state = {name: p.detach().to("cpu", dtype).contiguous() for name, p in self.network.named_parameters()
-                 if not name.startswith("encoder.embeddings.")}
-        save_file(state, str(folder / READER_WEIGHTS_FILE))
+        names = set(self.network.stored_parameter_names())
+        state = {name: p.detach() for name, p in self.network.named_parameters() if name in names}
+        if dtype == torch.float32:
+            tensors, metadata = {name: t.to("cpu", torch.float32).contiguous() for name, t in state.items()}, {}
+        else:
+            tensors, metadata = pack_weights(state, self.backbone_weights())
+        save_file(tensors, str(folder / READER_WEIGHTS_FILE), metadata=metadata)
         (folder / READER_CONFIG_FILE).write_text(self.config.model_dump_json(indent=2), encoding="utf-8")
         return folder
+
+    def backbone_weights(self) -> dict[str, torch.Tensor]:
+        """The untrained backbone's weights, named as the reader's network names them (``encoder.``...)."""
+        backbone = load_backbone(self.config.backbone)
+        return {f"encoder.{name}": p.detach() for name, p in backbone.model.named_parameters()}
 
     def accepts(self, question: wire.TextQuestion) -> bool:
         """Whether the reader answers this question: any yes/no, and choices and scores with at most

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.lexical import LexicalModel
 from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, novelty, quantise_bank
+from clef_agents.model.storage import half, smallest_index_dtype
 from clef_agents.model.tool_match import ToolEncoder, ToolMatch
 
 TAUGHT_FILE = "taught.safetensors"
@@ -58,7 +59,7 @@ LEXICAL_PARTS = ("idf", "weight", "bias")
 NEIGHBOUR_PARTS = ("mean", "projection")
 BLEND = ("alpha", "beta", "gamma")
 STORED_DTYPE = torch.float16
-"""Taught weights are stored in half precision (teaching fits the blend on the rounded weights)."""
+"""Taught weights are stored in half precision (teaching fits the blend on the rounded weights; ``storage.half``)."""
 SCALE = 5.0
 """Unit pooled states are scaled by this before the first layer."""
 
@@ -279,7 +280,9 @@ class TaughtQuestions:
         self.questions[key] = taught
 
     def save(self, folder: str | Path) -> None:
-        """Write the index and weights into a checkpoint folder (nothing when empty)."""
+        """Write the index and weights into a checkpoint folder (nothing when empty): floats in half
+        precision (the tool-match idf in float32, as teaching fits it), neighbour labels in the smallest
+        integer type that holds them."""
         from safetensors.torch import save_file  # noqa: PLC0415
 
         folder = Path(folder)
@@ -291,21 +294,21 @@ class TaughtQuestions:
         index: dict[str, Any] = {}
         for key, taught in self.questions.items():
             for part in PARTS:
-                tensors[f"{key}.{part}"] = getattr(taught, part).to(STORED_DTYPE).contiguous()
+                tensors[f"{key}.{part}"] = half(getattr(taught, part))
             index[key] = {"type": taught.kind, "instructions": taught.instructions, "names": taught.names,
                           "features": taught.features,
                           **{name: getattr(taught, name) for name in BLEND}, "prior_offsets": taught.prior_offsets,
                           "report": taught.report}
             if taught.lexical is not None:
                 for part in LEXICAL_PARTS:
-                    tensors[f"{key}.lexical_{part}"] = getattr(taught.lexical, part).to(STORED_DTYPE).contiguous()
+                    tensors[f"{key}.lexical_{part}"] = half(getattr(taught.lexical, part))
                 index[key]["lexical"] = {"delta": taught.delta, "vocabulary": taught.lexical.vocabulary,
                                          **({"identifier_words": True} if taught.lexical.identifier_words else {})}
             if taught.neighbours is not None:
                 for part in NEIGHBOUR_PARTS:
-                    tensors[f"{key}.neighbour_{part}"] = getattr(taught.neighbours, part).to(STORED_DTYPE).contiguous()
+                    tensors[f"{key}.neighbour_{part}"] = half(getattr(taught.neighbours, part))
                 tensors[f"{key}.neighbour_bank"] = quantise_bank(taught.neighbours.bank).contiguous()
-                tensors[f"{key}.neighbour_labels"] = taught.neighbours.labels.to(torch.int32).contiguous()
+                tensors[f"{key}.neighbour_labels"] = taught.neighbours.labels.to(smallest_index_dtype(len(taught.names))).contiguous()
                 index[key]["neighbours"] = {"epsilon": taught.epsilon, "k": taught.neighbours.k,
                                             "temperature": taught.neighbours.temperature}
             if taught.novelty is not None:
@@ -313,9 +316,9 @@ class TaughtQuestions:
             if taught.tool_match is not None:
                 index[key]["tool_match"] = taught.tool_match.to_json()
                 if taught.tool_match.idf is not None:
-                    tensors[f"{key}.tool_idf"] = taught.tool_match.idf.float().contiguous()
+                    tensors[f"{key}.tool_idf"] = taught.tool_match.idf.float().contiguous()  # teaching fits on float32 idf
         save_file(tensors, str(folder / TAUGHT_FILE))
-        (folder / TAUGHT_INDEX).write_text(json.dumps(index, indent=2) + "\n")
+        (folder / TAUGHT_INDEX).write_text(index_json(index) + "\n")
 
     @classmethod
     def load(cls, folder: str | Path) -> TaughtQuestions:
@@ -345,6 +348,25 @@ class TaughtQuestions:
                                             novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None,
                                             tool_match=_load_tool_match(key, entry, tensors, folder))
         return cls(questions)
+
+
+def index_json(value: Any, indent: str = "") -> str:
+    """JSON of ``taught.json``: objects one member a line, indented; lists (vocabularies, names, numbers) on one line.
+
+    Example:
+        >>> print(index_json({"k": {"names": ["a", "b"], "alpha": 0.5}}))
+        {
+          "k": {
+            "names": ["a", "b"],
+            "alpha": 0.5
+          }
+        }
+    """
+    if not isinstance(value, dict) or not value:
+        return json.dumps(value, ensure_ascii=False)
+    inner = indent + "  "
+    members = ",\n".join(f"{inner}{json.dumps(str(key), ensure_ascii=False)}: {index_json(item, inner)}" for key, item in value.items())
+    return "{\n" + members + "\n" + indent + "}"
 
 
 def _load_tool_match(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> ToolMatch | None:
