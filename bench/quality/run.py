@@ -1,7 +1,7 @@
 """Quality of the shipped model on every test split, and the zero-shot banking77 check.
 
 Writes bench/quality/results/{mini,zeroshot}/report.{json,md} + reliability PNGs, then
-MODEL_CARD.md is rendered from them by bench/quality/model_card.py.
+MODEL_CARD.md is rendered from them by `clef-agents model-card` (clef_agents.train.model_card).
 
 Command (as committed):
     HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini --zeroshot-model runs/zeroshot2_match/final

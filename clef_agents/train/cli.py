@@ -1,5 +1,5 @@
 """``clef-agents train | train-reader | reader-records | calibrate | teach | taught | eval`` (and, from their own
-modules, ``gate-records`` and ``choose-reader``).
+modules, ``gate-records``, ``choose-reader`` and ``model-card``).
 
 Example:
     $ clef-agents train --out runs/mini --steps 3000 --name mini
@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from clef_agents.train.model_card import kept_parts
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -165,10 +167,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--uncalibrated", action="store_true", help="also report metrics before calibration")
     evaluate.set_defaults(func=_run_eval)
 
-    from clef_agents.train import gate_recipe, reader_choice  # noqa: PLC0415 (release-recipe steps with commands of their own)
+    from clef_agents.train import gate_recipe, model_card, reader_choice  # noqa: PLC0415 (release-recipe steps with commands of their own)
 
     gate_recipe.register(subparsers)
     reader_choice.register(subparsers)
+    model_card.register(subparsers)
 
 
 def _read_jsonl(paths: list[str]) -> list[dict[str, Any]]:
@@ -476,21 +479,6 @@ def _parse_priors(items: list[str]) -> dict[str, float]:
         if not sep or not label:
             raise ValueError(f"--prior takes LABEL=SHARE (e.g. oos=0.2), got {item!r}")
     return priors
-
-
-def kept_parts(report: dict[str, Any]) -> dict[str, str]:
-    """What joined a taught question's blend, as the teach table and the model card show it.
-
-    Example:
-        >>> kept_parts({"lexical": {"kept": True}, "neighbours": {"kept": True, "k": 25}, "novelty": {"kept": False}})
-        {'words': 'yes', 'neighbours': 'k=25', 'novelty': 'no', 'tools': 'no'}
-    """
-    return {
-        "words": "yes" if report.get("lexical", {}).get("kept") else "no",
-        "neighbours": f"k={report['neighbours']['k']}" if report.get("neighbours", {}).get("kept") else "no",
-        "novelty": f"on {report['novelty']['option']!r}" if report.get("novelty", {}).get("kept") else "no",
-        "tools": report["tool_match"].get("kind", "cosine") if report.get("tool_match", {}).get("kept") else "no",
-    }
 
 
 FEW_HELD_OUT = 50
