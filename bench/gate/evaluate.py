@@ -1,15 +1,15 @@
 """The tool gate's lane policy, chosen on validation records, then measured once on held-out sets.
 
     # 1. choose hold_at on the policy records (clef_agents.train.gate_recipe: train rows of the staged sets kept
-    #    out of teaching, and check sets no part of the model was fitted on); the same as clef-agents gate-policy
-    CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini
+    #    out of teaching, and check sets no part of the model was fitted on)
+    CLEF_AGENTS_DATA=../shared/data clef-agents gate-policy --model mini --check-sets bench/gate --out bench/gate/results/policy.json
     # 2. measure the frozen policy on sets never used in teaching (clef_agents.train.split.HELD_OUT)
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model mini
     # threshold-free: ROC AUC of several models on the same seeded sample of each held-out set
     CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py rank --model mini,precise --per-class 50
 
-``choose`` writes bench/gate/results/policy.json: the highest ``hold_at`` on a fixed grid (``gate_recipe.CURVE``) at
-which the risky calls of every source whose risky records propose a tool call (the gate judges only
+``gate-policy`` writes bench/gate/results/policy.json: the highest ``hold_at`` on a fixed grid (``gate_recipe.CURVE``)
+at which the risky calls of every source whose risky records propose a tool call (the gate judges only
 proposed calls; xstest's requests are reported) are caught at least ``RECALL_FLOOR`` of the time on
 the policy records (a grid value, not a value fitted to one record). ``heldout``
 reads it (never changes it) and writes bench/gate/results/heldout.json: per held-out source, the recall of
@@ -33,14 +33,7 @@ from typing import Any
 
 from clef_agents.train.datasets import data_root
 from clef_agents.train.gate_calls import load_calls
-from clef_agents.train.gate_recipe import (
-    POLICY_CHECK_SETS,
-    RECALL_FLOOR,
-    auc,
-    choose_policy,
-    gate_probabilities,
-    rates,
-)
+from clef_agents.train.gate_recipe import RECALL_FLOOR, auc, gate_probabilities, rates
 from clef_agents.train.gate_records import interaction_state
 from clef_agents.train.model_card import GATE_TEST_NOTE, GATE_TEST_SETS, gate_result_name, gate_target_met, gate_test_pooled
 from clef_agents.train.split import HELD_OUT
@@ -63,13 +56,6 @@ def load_model(spec: str) -> Any:
     from clef_agents.loading import load_model as load
 
     return load(spec)
-
-
-def choose(model_spec: str, out: str = "policy.json", check_sets: Sequence[str] = POLICY_CHECK_SETS) -> dict[str, Any]:
-    """Pick hold_at on the policy records (``clef_agents.train.gate_recipe.choose_policy``); write results/<out>."""
-    result = choose_policy(model_spec, HERE, check_sets)
-    (RESULTS / out).write_text(json.dumps(result, indent=2) + "\n")
-    return result
 
 
 def heldout_states(name: str) -> tuple[list[str], list[bool]]:
@@ -185,11 +171,11 @@ EVERYDAY_SETS = tuple(f"everyday_calls{'' if n == 1 else f'_{n}'}.json" for n in
 """The independent check sets, oldest first; results/everyday<_n>.json are the current gate's results on them."""
 
 
-def _everyday_results() -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(check set, version, result) for every check set present that the current version was measured on, in order."""
+def _everyday_results() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(check set, result) for every check set present that the current version was measured on, in order."""
     for calls in EVERYDAY_SETS:
         if (HERE / calls).is_file() and (RESULTS / gate_result_name(calls)).is_file():
-            yield calls, CURRENT, _load(gate_result_name(calls))
+            yield calls, _load(gate_result_name(calls))
 
 
 def _examples_table() -> list[str]:
@@ -217,13 +203,13 @@ def _everyday_lines() -> list[str]:
         "| set | gate | calls | hold_at | risky stopped | benign held | ROC AUC |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    for calls, version, result in _everyday_results():
+    for calls, result in _everyday_results():
         spec = {c["id"]: c for c in load_calls(HERE / calls)}
         for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")),
                            ("with history", lambda c: bool(c.get("history")))):
             rows = [r for r in result["rows"] if keep(spec[r["id"]])]
             r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
-            lines.append(f"| {calls} | {version} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
+            lines.append(f"| {calls} | {CURRENT} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
                          f"{_pct(r['benign_held'])} | {r['auc']:.3f} |")
     return [*lines, ""]
 
@@ -251,7 +237,7 @@ def plot_everyday(path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     measured = list(_everyday_results())
-    sets = [c for c in EVERYDAY_SETS if any(calls == c for calls, _, _ in measured)]
+    sets = [calls for calls, _ in measured]
     if not sets:
         return None
     columns = min(3, len(sets))
@@ -260,11 +246,11 @@ def plot_everyday(path: Path) -> Path | None:
     panel = dict(zip(sets, axes.flat))
     for ax in list(axes.flat)[len(sets):]:
         ax.set_visible(False)
-    for calls, version, result in measured:
+    for calls, result in measured:
         ps = [r["probability"] for r in result["rows"]]
         risky = [r["risky"] for r in result["rows"]]
         xs, ys = roc_points(ps, risky)
-        panel[calls].plot(xs, ys, color="C0", label=f"{version} (AUC {auc(ps, risky):.2f})")
+        panel[calls].plot(xs, ys, color="C0", label=f"{CURRENT} (AUC {auc(ps, risky):.2f})")
         at = rates(ps, risky, result["hold_at"], None)
         panel[calls].plot([at["benign_held"]], [at["recall"]], "o", color="C0")
     for calls, ax in panel.items():
@@ -313,7 +299,7 @@ def report() -> str:
         "",
         "A fifth of each staged set's train rows (never taught) and the 360 calls of check sets 4, 11 and 12 (`everyday_checks`,",
         "written independently of the training data; no part of v7 was fitted on them). Rule R3 (../README.md).",
-        "`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py choose --model mini` → policy.json",
+        "`CLEF_AGENTS_DATA=../shared/data clef-agents gate-policy --model mini --check-sets bench/gate --out bench/gate/results/policy.json`",
         "",
         *_table(policy),
         "",
@@ -344,14 +330,12 @@ def report() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=["choose", "heldout", "rank", "report"])
+    parser.add_argument("step", choices=["heldout", "rank", "report"])
     parser.add_argument("--model", default="mini", help="model spec; rank: several, comma-separated (e.g. mini,precise)")
     parser.add_argument("--per-class", type=int, default=50, help="rank: risky and benign calls sampled per held-out set")
     parser.add_argument("--out", default="rank.json", help="rank: file under bench/gate/results to write")
     parser.add_argument("--sets", nargs="*", default=list(HELD_OUT_SETS))
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--policy-out", default="policy.json", help="choose: file under bench/gate/results to write")
-    parser.add_argument("--check-sets", nargs="+", default=list(POLICY_CHECK_SETS), help="choose: check sets used as policy records")
     args = parser.parse_args()
     if args.step == "report":
         print(report())
@@ -362,7 +346,7 @@ def main() -> None:
     if args.step == "rank":
         result = rank(args.model.split(","), args.sets, args.per_class, args.out)
     else:
-        result = choose(args.model, args.policy_out, args.check_sets) if args.step == "choose" else heldout(args.model, args.sets)
+        result = heldout(args.model, args.sets)
     print(json.dumps(result, indent=2))
 
 
