@@ -15,10 +15,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.baselines.data import to_item  # noqa: E402
 from bench.baselines.methods import DecisionModelMethod  # noqa: E402
-from bench.baselines.metrics import expected_calibration_error  # noqa: E402
 from bench.compare.harness import compare, scaling  # noqa: E402
 from bench.compare.report import render  # noqa: E402
 from clef_agents.testing import FakeDecisionModel  # noqa: E402
+from clef_agents.train.metrics import expected_calibration_error  # noqa: E402
 
 TEAM = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "payments", "tech": "bugs", "sales": "buying"}}
 RECORDS = [

