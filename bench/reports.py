@@ -1,10 +1,16 @@
-"""Writing a bench script's result: the JSON beside its markdown report."""
+"""Writing a bench script's result: the JSON beside its markdown report, and its progress lines."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
+
+
+def log(message: str) -> None:
+    """Print ``message`` after the time of day, at once (long runs write to a log file)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def write_report(stem: str | Path, data: dict[str, Any], markdown: str) -> None:

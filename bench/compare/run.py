@@ -17,7 +17,6 @@ import os
 import platform
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,30 +26,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from bench.baselines.data import BENCH_DATASETS, load_split, records_source, sample_items  # noqa: E402
+from bench.baselines.data import BENCH_DATASETS, sample_items  # noqa: E402
 from bench.compare.harness import compare, scaling  # noqa: E402
+from bench.reports import log  # noqa: E402
+from clef_agents.train.datasets import load_records  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 HEAVY = {"smollm_json", "per_option"}
 """Methods that answer only the shared subset (their cost per request is seconds)."""
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def load_decision_model(name: str | None) -> tuple[Any, str, bool]:
-    """(model, description, trained): ``name`` or "mini" when shipped, else untrained MiniLM."""
-    from clef_agents.model import ClefDecisionModel
-
-    if name:
-        return ClefDecisionModel.from_pretrained(name), name, True
-    if (ROOT / "clef_agents" / "checkpoints" / "mini" / "config.json").exists():
-        return ClefDecisionModel.from_pretrained("mini"), "mini", True
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = ClefDecisionModel.from_backbone("minilm")
-    return model, "UNTRAINED head on MiniLM (from_backbone('minilm')): accuracy and ECE mean nothing", False
 
 
 def build_methods(args: argparse.Namespace) -> tuple[list[Any], Any, dict[str, Any]]:
@@ -65,14 +48,16 @@ def build_methods(args: argparse.Namespace) -> tuple[list[Any], Any, dict[str, A
     from bench.baselines.minilm import MiniLM
     from bench.baselines.smollm import SmolLMJsonMethod
 
-    model, description, trained = load_decision_model(args.model)
+    from clef_agents.model import ClefDecisionModel
+
+    description = args.model or "mini"
     minilm = MiniLM.load()
-    methods = [DecisionModelMethod(model, title=f"clef_agents ({'mini' if trained else 'UNTRAINED'})")]
+    methods = [DecisionModelMethod(ClefDecisionModel.from_pretrained(description), title="clef_agents (mini)")]
     if "smollm_json" not in args.skip:
         methods.append(SmolLMJsonMethod.load())
     methods += [PerOptionMethod(minilm), SparrowMethod(), EmbeddingRouteMethod(minilm), LogRegMethod(minilm, train_limit=args.train_limit)]
     methods = [m for m in methods if m.key not in args.skip]
-    return methods, BareBackboneMethod(minilm), {"description": description, "trained": trained}
+    return methods, BareBackboneMethod(minilm), {"description": description, "trained": True}
 
 
 # --------------------------------------------------------------------------- scaling sweeps
@@ -82,14 +67,14 @@ def option_pool() -> dict[str, Any]:
     """255 real option descriptions (banking77 + clinc150 intents, then numbered fillers)."""
     pool: dict[str, Any] = {}
     for name in ("banking77", "clinc150"):
-        pool.update(load_split(name, "test")[0]["questions"]["intent"]["criteria"])
+        pool.update(load_records(name, "test")[0]["questions"]["intent"]["criteria"])
     for i in range(len(pool), 255):
         pool[f"other_{i}"] = f"Another request, number {i}, that fits none of the above."
     return dict(list(pool.items())[:255])
 
 
 def long_text(words: int) -> str:
-    texts = [r["state"] for r in load_split("banking77", "test")[:400]]
+    texts = [r["state"] for r in load_records("banking77", "test")[:400]]
     pool = " ".join(texts).split()
     return " ".join(pool[:words])
 
@@ -199,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     result["run"] = {
         "command": (".venv/bin/python bench/compare/run.py " + argv_text).strip(),
         "model": model_info,
-        "records": records_source(),
+        "records": "clef_agents.train.datasets",
         "datasets": args.datasets,
         "n_per_set": args.n,
         "n_shared_per_set": args.n_shared,

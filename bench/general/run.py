@@ -43,13 +43,10 @@ from bench.general.tasks import (
     sample_items,
     tasks_sha256,
 )
+from bench.reports import log
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_METHODS = ("mini", "mini_head", "label_cosine", "sparrow")
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 # --------------------------------------------------------------------------- scoring one task

@@ -21,7 +21,6 @@ import os
 import platform
 import sys
 import time
-import warnings
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -112,28 +111,6 @@ def case_builders() -> dict[str, Callable[[], dict[str, Any]]]:
         "g_choice_255": lambda: {"topic": {"type": "choice", "instructions": "Which topic is this message about?",
                                            "criteria": {f"topic {i}": None for i in range(255)}}},
     }
-
-
-def load_model() -> tuple[Any, str]:
-    """The shipped "mini" when it exists, else an untrained head on MiniLM (same compute)."""
-    from clef_agents.model import ClefDecisionModel
-
-    mini = ROOT / "clef_agents" / "checkpoints" / "mini" / "config.json"
-    if mini.exists():
-        return ClefDecisionModel.from_pretrained("mini"), "mini (trained)"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ClefDecisionModel.from_backbone("minilm"), "from_backbone('minilm') (UNTRAINED head, same compute)"
-
-
-def load_bare() -> tuple[Any, Any]:
-    import torch
-    from transformers import AutoModel, AutoTokenizer
-
-    from clef_agents.model.backbones import minilm_path
-
-    folder = minilm_path()
-    return AutoModel.from_pretrained(folder, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(folder)
 
 
 def bare_forward(model: Any, tokenizer: Any, rows: list[list[int]]) -> None:
@@ -285,8 +262,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    model, model_desc = load_model()
-    bare = load_bare()
+    from bench.baselines.minilm import MiniLM
+    from clef_agents.model import ClefDecisionModel
+
+    model, model_desc = ClefDecisionModel.from_pretrained("mini"), "mini (trained)"
+    minilm = MiniLM.load()
+    bare = (minilm.model, minilm.tokenizer)
     cases = {name: time_case(model, bare, qs, args.reps, args.warmup) for name, qs in build_cases().items()}
     throughput = time_throughput(model, build_cases()["b_three_mixed"], 32, args.rounds)
     result = {

@@ -37,10 +37,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.baselines.server import wait_ready  # noqa: E402
+from clef_agents.serve.local import free_port  # noqa: E402
+from clef_agents.train.datasets import load_rows  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "results"
-DATA = Path(os.environ.get("CLEF_DATA", ROOT.parent / "shared" / "data"))
-MINI_CONFIG = ROOT / "clef_agents" / "checkpoints" / "mini" / "config.json"
+MINI = "ClefDecisionModel.from_pretrained('mini') (trained head)"
+"""How the results describe the default model."""
 TARGETS = {"throughput_ratio_at_16_min": 3.0, "p99_over_p50_at_16_max": 5.0}
 
 QUESTIONS = {
@@ -68,9 +70,7 @@ QUESTIONS = {
 
 def load_states(limit: int = 2000) -> list[str]:
     """banking77 test utterances (the state of each request)."""
-    path = DATA / "banking77" / "test.jsonl"
-    with path.open() as f:
-        return [json.loads(line)["text"] for line, _ in zip(f, range(limit))]
+    return [row["text"] for _, row in load_rows("banking77", "test")[:limit]]
 
 
 def bad_requests() -> dict[str, bytes]:
@@ -84,13 +84,6 @@ def bad_requests() -> dict[str, bytes]:
         "unknown_type": json.dumps({**good, "questions": {"q": {"type": "boolean", "instructions": "Lost?"}}}).encode(),
         "state_1mb": json.dumps({**good, "state": "card lost " * 104858}).encode(),
     }
-
-
-def default_model() -> tuple[str, str]:
-    """(--model argument, description): the trained mini when it exists, else MiniLM with an untrained head."""
-    if MINI_CONFIG.exists():
-        return "mini", "ClefDecisionModel.from_pretrained('mini') (trained head)"
-    return "backbone:minilm", "ClefDecisionModel.from_backbone('minilm') (MiniLM backbone, untrained head: same compute)"
 
 
 # --------------------------------------------------------------------------- server
@@ -114,14 +107,6 @@ def stop_server(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # --------------------------------------------------------------------------- driver
@@ -388,8 +373,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    model, description = default_model()
-    parser.add_argument("--model", default=model, help=f"server --model (default here: {model})")
+    parser.add_argument("--model", default="mini", help="server --model (default mini)")
     parser.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8, 16])
     parser.add_argument("--requests", type=int, default=192, help="most requests per level (default 192)")
     parser.add_argument("--seconds", type=float, default=30.0, help="most seconds per level (default 30)")
@@ -408,8 +392,7 @@ def main() -> int:
         (args.out / "results.md").write_text(markdown(result))
         plot(result, args.out / "load.png")
         return 0
-    if args.model != model:
-        description = f"--model {args.model}"
+    description = MINI if args.model == "mini" else f"--model {args.model}"
     states = load_states()
     print(f"model: {description}", flush=True)
     batched, unbatched = run_all(args, states)

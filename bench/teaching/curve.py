@@ -37,7 +37,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from bench.general import metrics as M  # noqa: E402
 from bench.general.report import fmt  # noqa: E402
-from bench.reports import write_report  # noqa: E402
+from bench.reports import log, write_report  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "curve"
 SIZES = (0, 50, 100, 200, 400)
@@ -88,10 +88,6 @@ QUESTIONS = (
               {"SUPPORTS": "supports", "REFUTES": "refutes", "NOT_ENOUGH_INFO": "not_enough_info", "DISPUTED": "disputed"}),
 )
 """Frozen on 2026-12-06, before the first measurement."""
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def rows(data_root: Path, dataset: str, split: str) -> list[dict[str, Any]]:
