@@ -54,11 +54,11 @@ def test_scaling_and_report_render_from_a_result() -> None:
     result["scaling"] = scaling([method], sweeps, reps=1)
     result["run"] = {"command": "smoke", "wall_seconds": 0.1, "machine": "test", "finished": "now", "records": "inline",
                      "seed": 0, "n_per_set": 3, "n_shared_per_set": 3, "heavy_methods": [],
-                     "model": {"description": "fake", "trained": False}}
+                     "model": {"description": "fake"}}
 
     page = render(result, None)
 
-    assert "UNTRAINED" in page
+    assert "Decision model: `fake`." in page
     assert "| fake | 0.667 |" in page
     assert result["scaling"]["options"]["clef"][0]["median_ms"] > 0
 

@@ -62,12 +62,9 @@ def compare_section(result: dict[str, Any]) -> list[str]:
         f"(the slow ones, {', '.join(run['heavy_methods'])}, answer only that subset). Latency is warm, one request at a "
         "time, methods interleaved request by request; throughput batches 32 requests where a method has a batched path.",
         "",
+        f"Decision model: `{run['model']['description']}`.",
+        "",
     ]
-    if not run["model"]["trained"]:
-        lines += [f"> **Smoke run with an UNTRAINED decision model** ({run['model']['description']}). Its speed is real; "
-                  "its accuracy and ECE are those of a random head. Rerun the command once `mini` ships.", ""]
-    else:
-        lines += [f"Decision model: `{run['model']['description']}`.", ""]
     lines += ["### Shared subset: every method on the same requests", "", "Accuracy:", ""]
     lines += metric_table(result, "shared", lambda s: s["accuracy"], 3, keys)
     lines += ["", "ECE (15 equal-width bins; top-label confidence, p(yes) for yes/no questions):", ""]

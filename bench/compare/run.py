@@ -57,7 +57,7 @@ def build_methods(args: argparse.Namespace) -> tuple[list[Any], Any, dict[str, A
         methods.append(SmolLMJsonMethod.load())
     methods += [PerOptionMethod(minilm), SparrowMethod(), EmbeddingRouteMethod(minilm), LogRegMethod(minilm, train_limit=args.train_limit)]
     methods = [m for m in methods if m.key not in args.skip]
-    return methods, BareBackboneMethod(minilm), {"description": description, "trained": True}
+    return methods, BareBackboneMethod(minilm), {"description": description}
 
 
 # --------------------------------------------------------------------------- scaling sweeps
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-shared", type=int, default=25, help="subset per set that every method answers, (a) and (b) included")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datasets", nargs="+", default=list(BENCH_DATASETS))
-    parser.add_argument("--model", default=None, help="checkpoint name or folder (default: mini, else untrained)")
+    parser.add_argument("--model", default=None, help="checkpoint name or folder (default: mini)")
     parser.add_argument("--train-limit", type=int, default=None, help="cap on train records for (e) (default: all)")
     parser.add_argument("--skip", nargs="*", default=[], help="method keys to leave out, e.g. smollm_json")
     parser.add_argument("--scaling-reps", type=int, default=15)
