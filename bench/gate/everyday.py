@@ -21,10 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaluate import rates
-
 from clef_agents.graph.tools import SHIPPED_HOLD_AT
 from clef_agents.train.gate_calls import conversation, described_tool, load_calls
+from clef_agents.train.gate_recipe import rates
 
 HERE = Path(__file__).resolve().parent
 CALLS = HERE / "everyday_calls.json"
