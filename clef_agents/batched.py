@@ -12,6 +12,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.decisions import (
@@ -26,14 +28,62 @@ from langchain_core.runnables import RunnableConfig
 from clef_agents import wire
 
 
+VALIDATED_KEPT = 256
+"""Question mappings whose validation ``prepare_request`` remembers (least recently used forgotten first)."""
+
+
+class ValidatedQuestions:
+    """Typed question mappings already checked by ``wire.validate_questions``, remembered by the identity
+    of their question objects with a copy of each: a mapping that asks the very same objects again,
+    unchanged, is not checked again. A ``DecisionNode`` validates its questions when it is built and
+    passes the same objects to its model on every run, so they are validated once.
+
+    Example:
+        >>> from langchain_core.decisions import Noul
+        >>> memo, asked = ValidatedQuestions(), {"q": Noul(instructions="Urgent?")}
+        >>> memo.validate(asked) == memo.validate(asked), memo.hits
+        (True, 1)
+    """
+
+    def __init__(self, kept: int = VALIDATED_KEPT):
+        self.kept = kept
+        self.hits = 0
+        self._seen: OrderedDict[tuple[tuple[str, int], ...], tuple[dict[str, wire.TextQuestion], dict[str, wire.TextQuestion]]] = OrderedDict()
+
+    def validate(self, questions: Any) -> dict[str, wire.TextQuestion]:
+        """``wire.validate_questions(questions)``, skipped when the same unchanged objects passed before."""
+        key = self._key(questions)
+        found = self._seen.get(key) if key is not None else None
+        if found is not None and all(questions[qid] is q and q == found[1][qid] for qid, q in found[0].items()):
+            self._seen.move_to_end(key)
+            self.hits += 1
+            return dict(found[0])
+        typed = wire.validate_questions(questions)
+        if key is not None:
+            self._seen[key] = (typed, {qid: q.model_copy(deep=True) for qid, q in typed.items()})
+            while len(self._seen) > self.kept:
+                self._seen.popitem(last=False)
+        return typed
+
+    @staticmethod
+    def _key(questions: Any) -> tuple[tuple[str, int], ...] | None:
+        if not isinstance(questions, Mapping) or not all(isinstance(q, (wire.Noul, wire.Choice, wire.Score)) for q in questions.values()):
+            return None
+        return tuple((qid, id(q)) for qid, q in questions.items())
+
+
+_VALIDATED = ValidatedQuestions()
+
+
 def prepare_request(request: ClassifierRequest) -> tuple[str, list[str], list[wire.TextQuestion]]:
-    """The state as text, the question ids and the typed questions of a request, or ``wire.InvalidRequestError``."""
+    """The state as text, the question ids and the typed questions of a request, or ``wire.InvalidRequestError``.
+    Questions this process validated before, the same objects unchanged, are not checked again (``ValidatedQuestions``)."""
     if not isinstance(request, dict) or "state" not in request or "questions" not in request:
         raise wire.InvalidRequestError(
             [{"loc": ["request"], "msg": "a request needs 'state' and 'questions'", "type": "missing"}]
         )
     wire.check_state(request["state"])
-    questions = wire.validate_questions(request["questions"])
+    questions = _VALIDATED.validate(request["questions"])
     return wire.state_text(request["state"]), list(questions), list(questions.values())
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -22,12 +21,12 @@ from clef_agents.model.encoder import (
     FORWARD_CHUNK,
     Encoder,
     Truncation,
-    cuda_autocast,
     default_device,
     default_lora_targets,
     num_layers,
 )
 from clef_agents.model.head import RoutingHead
+from clef_agents.model.parts import Asked, HeadPart, Job, Part, ReaderPart
 from clef_agents.model.reader import QuestionReader
 from clef_agents.model.scorer import (
     HEAD_PRECISIONS,
@@ -40,7 +39,7 @@ from clef_agents.model.scorer import (
     option_types,
     question_key,
 )
-from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, pool_features
+from clef_agents.model.taught import TaughtQuestion, TaughtQuestions
 from clef_agents.model.tool_match import TokenStates
 
 __all__ = [
@@ -94,6 +93,7 @@ class DecisionEngine:
         self.config = config
         self.encoder = Encoder(config, backbone, device)
         self.scorer = Scorer(config, self.encoder, head_precision)
+        self.head_part = HeadPart(self.encoder, self.scorer)
         self.reader: QuestionReader | None = None
 
     # ------------------------------------------------------------------ parts
@@ -231,18 +231,9 @@ class DecisionEngine:
 
     # ------------------------------------------------------------------ the scorer's side
 
-    def schema(self, question: wire.TextQuestion) -> QuestionSchema:
-        """The cached schema tensors of a question (computed once per distinct question)."""
-        return self.scorer.schema(question)
-
     def encode(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> EncodedBatch:
-        """Pack several (state text, questions) requests into padded tensors."""
-        token_rows, truncations = zip(*(self.tokenize_state(text) for text, _ in requests))
-        input_ids, attention = self.encoder.pad(list(token_rows))
-        batch = self.encode_schemas([questions for _, questions in requests])
-        batch.input_ids, batch.attention_mask, batch.truncations = input_ids, attention, list(truncations)
-        batch.texts = [text for text, _ in requests]
-        return batch
+        """Pack several (state text, questions) requests into padded tensors (``HeadPart.encode``)."""
+        return self.head_part.encode(requests)
 
     def encode_schemas(self, question_rows: list[list[wire.TextQuestion]]) -> EncodedBatch:
         """The option side of a batch (no state tokens: ``input_ids`` and ``attention_mask`` are empty)."""
@@ -254,11 +245,8 @@ class DecisionEngine:
 
     def logits_and_features(self, batch: EncodedBatch, specs: Collection[str] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Raw option logits [B, O] and, per taught feature spec asked for, the state features [B, F]
-        that taught questions read (``taught.pool_features``), from the same backbone pass."""
-        mask = batch.attention_mask.to(self.device)
-        states = self.encoder.hidden_states(batch.input_ids.to(self.device), mask, every_layer=bool(specs))
-        features = {spec: pool_features(states, mask, spec) for spec in specs}
-        return self.head_logits(states[-1].float(), mask, batch), features
+        that taught questions read (``HeadPart.logits_and_features``), from the same backbone pass."""
+        return self.head_part.logits_and_features(batch, specs)
 
     def head_logits(self, hidden: torch.Tensor, mask: torch.Tensor, batch: EncodedBatch) -> torch.Tensor:
         """Option logits from given state token states [B, T, H] (e.g. cached ones) and a batch's options."""
@@ -291,56 +279,66 @@ class DecisionEngine:
 
     # ------------------------------------------------------------------ answering
 
+    def route(self, question: wire.TextQuestion, taught: TaughtQuestion | None) -> tuple[str, ...]:
+        """The parts of ``parts`` that read a question, in order; the last one answers it (a reader after
+        the head mixes the head's answer into its own).
+
+        Example:
+            >>> engine.route(Noul(instructions="Is the customer angry?"), None)  # doctest: +SKIP
+            ('head',)
+        """
+        if taught is not None:
+            return ("taught",)
+        if self.reader is not None and self.reader.accepts(question):
+            return ("head", "reader") if self.reader.head_weight(question) > 0 else ("reader",)
+        return ("head",)
+
+    @property
+    def parts(self) -> dict[str, Part]:
+        """The route table: each name ``route`` gives, and the part that answers it. Taught questions and
+        the head's share one part, so they share one backbone pass over the state."""
+        table: dict[str, Part] = {"taught": self.head_part, "head": self.head_part}
+        if self.reader is not None:
+            table["reader"] = ReaderPart(self.reader)
+        return table
+
     @torch.no_grad()
     def predict(self, requests: list[tuple[str, list[wire.TextQuestion]]]) -> list[Prediction]:
-        """Calibrated probabilities for many (state text, questions) requests.
+        """Calibrated probabilities for many (state text, questions) requests, whose questions are
+        already valid (``wire.validate_questions``).
 
-        Taught questions answer with their taught weights on the routing head's pass; the others with
-        the question reader when one is attached and takes the question (``QuestionReader.accepts``:
-        yes/no, and choices and scores with at most its ``max_options`` options; one pass per question,
-        reading it with the state; where the reader's ``head_weights`` say so, the head's answer to the
-        same question is mixed in), else with the head alone (its cached options make long option
-        lists cheap). A request whose questions all go to the reader alone skips the head's pass.
+        Each question goes where ``route`` sends it: a taught question to its taught weights on the
+        routing head's pass, an untaught one to the head (its cached options make long option lists
+        cheap) or, when a question reader is attached, to the reader if it takes the question
+        (``QuestionReader.accepts``: yes/no, and choices and scores with at most its ``max_options``
+        options; one pass per question, reading it with the state; where the reader's ``head_weights``
+        say so, the head's answer to the same question is mixed in). Each part answers all its
+        questions at once; a request none of whose questions needs the head skips the head's pass.
 
         Example:
             >>> engine.predict([("I was charged twice", [Noul(instructions="Is the customer angry?")])])  # doctest: +SKIP
             [Prediction(probabilities=[[0.62, 0.38]], ...)]
         """
         taught = self.taught_entries([questions for _, questions in requests])
-        if self.reader is None:
-            return self._predict_head(requests, taught)
-        by_reader = [self.read_by_reader(questions, entries) for (_, questions), entries in zip(requests, taught)]
-        reader = self.reader
-        head_index = [[q for q, flag in enumerate(self.read_by_head(questions, flags)) if flag]
-                      for flags, (_, questions) in zip(by_reader, requests)]
-        head_rows = [i for i, index in enumerate(head_index) if index]
-        head_out = self._predict_head([(requests[i][0], [requests[i][1][q] for q in head_index[i]]) for i in head_rows],
-                                      [[taught[i][q] for q in head_index[i]] for i in head_rows]) if head_rows else []
-        head_by_row = dict(zip(head_rows, head_out))
-        items = [(text, question) for (text, questions), flags in zip(requests, by_reader)
-                 for question, flag in zip(questions, flags) if flag]
-        read = iter(self.reader.read(items)) if items else iter(())
-        out = []
-        for i, ((text, _), flags) in enumerate(zip(requests, by_reader)):
-            head = head_by_row.get(i)
-            from_head = iter(zip(head.probabilities, head.answered_by)) if head else iter(())
-            probabilities, parts, tokens, truncation = [], [], 0, head.truncation if head else None
-            for flag, question in zip(flags, requests[i][1]):
-                weight = reader.head_weight(question) if flag else 0.0
-                if not flag or weight > 0:
-                    probability, part = next(from_head)
-                if not flag:
-                    probabilities.append(probability)
-                    parts.append(part)
-                    continue
-                result = next(read)
-                probabilities.append(reader.final_answer(question, result.probabilities, probability if weight > 0 else None))
-                parts.append("reader")
-                tokens += result.input_tokens
-                truncation = truncation or Truncation("head_tail", result.state_tokens, result.state_kept)
-            tokens += head.input_tokens if head else 0
-            out.append(Prediction(probabilities, truncation or self.tokenize_state(text)[1], tokens, parts))
-        return out
+        routes = [[self.route(q, entry) for q, entry in zip(questions, entries)] for (_, questions), entries in zip(requests, taught)]
+        table = self.parts
+        answers: dict[tuple[int, int], tuple[list[float], str]] = {}
+        tokens = [0] * len(requests)
+        truncations: list[Truncation | None] = [None] * len(requests)
+        for part in dict.fromkeys(table.values()):  # each part once, in the table's order
+            names = {name for name, p in table.items() if p is part}
+            jobs = [Job(i, text, [Asked(q, question, taught[i][q]) for q, question in enumerate(questions) if names & set(routes[i][q])])
+                    for i, (text, questions) in enumerate(requests)]
+            jobs = [job for job in jobs if job.asked]
+            earlier = {key: probabilities for key, (probabilities, _) in answers.items()}
+            for job, reply in zip(jobs, part.answer(jobs, earlier) if jobs else []):
+                for asked, probabilities, by in zip(job.asked, reply.probabilities, reply.answered_by):
+                    answers[(job.request, asked.index)] = (probabilities, by)
+                tokens[job.request] += reply.input_tokens
+                truncations[job.request] = truncations[job.request] or reply.truncation
+        return [Prediction([answers[(i, q)][0] for q in range(len(questions))], truncations[i] or self.tokenize_state(text)[1],
+                           tokens[i], [answers[(i, q)][1] for q in range(len(questions))])
+                for i, (text, questions) in enumerate(requests)]
 
     def read_by_reader(self, questions: list[wire.TextQuestion],
                        taught: list[TaughtQuestion | None] | None = None) -> list[bool]:
@@ -351,43 +349,20 @@ class DecisionEngine:
             >>> engine.read_by_reader([Noul(instructions="Is the customer angry?")])  # doctest: +SKIP
             [True]
         """
-        if self.reader is None:
-            return [False] * len(questions)
         entries = taught if taught is not None else self.taught_entries([questions])[0]
-        return [entry is None and self.reader.accepts(question) for question, entry in zip(questions, entries)]
+        return [self.route(question, entry)[-1] == "reader" for question, entry in zip(questions, entries)]
 
     def read_by_head(self, questions: list[wire.TextQuestion], by_reader: list[bool] | None = None) -> list[bool]:
         """Per question: whether ``predict`` runs the routing head's pass for it (the head answers it, or
-        its answer is mixed into the reader's); ``by_reader`` passes ``read_by_reader(questions)`` when known.
+        its answer is mixed into the reader's); ``by_reader`` is accepted for callers that have
+        ``read_by_reader(questions)`` (the route decides either way).
 
         Example:
             >>> engine.read_by_head([Noul(instructions="Is the customer angry?")])  # doctest: +SKIP
             [False]
         """
-        flags = by_reader if by_reader is not None else self.read_by_reader(questions)
-        return [not flag or (self.reader is not None and self.reader.head_weight(question) > 0)
-                for question, flag in zip(questions, flags)]
-
-    def _predict_head(self, requests: list[tuple[str, list[wire.TextQuestion]]],
-                      taught: list[list[TaughtQuestion | None]]) -> list[Prediction]:
-        """The routing head's pass (taught questions blended with their taught weights), in padded chunks sorted by length."""
-        order = sorted(range(len(requests)), key=lambda i: len(requests[i][0]))
-        results: list[Any] = [None] * len(requests)
-        for start in range(0, len(order), FORWARD_CHUNK):
-            wire.raise_if_cancelled()
-            chunk = order[start : start + FORWARD_CHUNK]
-            batch = self.encode([requests[i] for i in chunk])
-            questions = [requests[i][1] for i in chunk]
-            entries = [taught[i] for i in chunk]
-            with cuda_autocast(self.device):
-                logits, features = self.logits_and_features(batch, self.taught_specs(entries))
-            features = {spec: value.float().cpu() for spec, value in features.items()}
-            log_probs = self.calibrated_log_probs(logits.float(), batch, questions, features, entries)
-            for j, i in enumerate(chunk):
-                probs = [lp.exp().cpu().tolist() for lp in log_probs[j]]
-                parts = ["taught" if entry is not None else "head" for entry in entries[j]]
-                results[i] = Prediction(probs, batch.truncations[j], int(batch.attention_mask[j].sum()), parts)
-        return results
+        entries = self.taught_entries([questions])[0]
+        return [any(name in ("taught", "head") for name in self.route(question, entry)) for question, entry in zip(questions, entries)]
 
     # ------------------------------------------------------------------ training
 
