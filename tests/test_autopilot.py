@@ -4,12 +4,13 @@ label across a restart, and asks no teacher twice for one item."""
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pytest
 
 from clef_agents.autopilot import Autopilot, LabelStore
 from clef_agents.autopilot.learner import Learner
-from clef_agents.autopilot.pilot import AutopilotConfig
+from clef_agents.autopilot.pilot import AutopilotConfig, attempt_share
 from clef_agents.autopilot.store import LabelledItem
 from clef_agents.autopilot.replay import Stream, replay
 
@@ -182,3 +183,18 @@ def test_the_sequence_start_is_checked_and_used_by_certification():
     robust = Autopilot(":memory:", embeddings=False, background=False)
     assert first.certify(learner, sample)["certified"] is False  # disagreements at the top end "first"
     assert robust.certify(learner, sample)["certified"] is True
+
+
+def test_later_certification_attempts_on_the_same_sample_spend_less_of_the_error_budget():
+    rng = np.random.default_rng(1)
+    p_yes, wrong = rng.uniform(0, 1, 400), rng.random(400) < 0.02
+    sample = [LabelledItem(seq=k, item_key=f"i{k}", state_text="x", model_probs=[float(p), float(1 - p)], marked=True,
+                           eligible=False, auto_label=None, version=0, label=int((p < 0.5) != w), source="llm")
+              for k, (p, w) in enumerate(zip(p_yes, wrong))]
+    ap = Autopilot(":memory:", embeddings=False, background=False)
+    first, tenth = ap.certify(Learner.model_answer(2), sample, 1), ap.certify(Learner.model_answer(2), sample, 10)
+    assert first["certified"] and first["spent"] and first["delta"] == pytest.approx(0.1 * 6 / math.pi**2)
+    assert not tenth["certified"] and tenth["delta"] == pytest.approx(first["delta"] / 100)
+    assert sum(attempt_share(k) for k in range(1, 10_000)) < 1.0
+    with pytest.raises(ValueError, match="attempt counts from 1, got 0"):
+        attempt_share(0)

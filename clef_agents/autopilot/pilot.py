@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -502,10 +503,12 @@ class Autopilot:
         q = self._questions[key]
         started = time.perf_counter()
         items = self.store.labelled(key)
-        train = [i for i in items if not i.marked][-self.config.train_window:]
+        train = self._training_labels(items, q.since_seq)
         sample = [i for i in items if i.marked and i.seq > q.since_seq][-self.config.cert_window:]
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
-        certificate = self.certify(learner, sample)
+        attempt = 1 + sum(v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)
+                          for v in self.store.versions(key))
+        certificate = self.certify(learner, sample, attempt)
         version = max([v.version for v in self.store.versions(key)] + [0]) + 1
         report = {"labels": len(items), "last_seq": items[-1].seq if items else 0, "train": len(train), "sample": len(sample), "kind": learner.kind,
                   "learner": learner.info, "certificate": certificate, "seconds": round(time.perf_counter() - started, 3)}
@@ -524,6 +527,16 @@ class Autopilot:
                               "labels": len(items)})
         return record
 
+    def _training_labels(self, items: Sequence[Any], since_seq: int) -> list[Any]:
+        """The labels a version is fitted on: the newest ``train_window`` outside the sample; after a withdrawal
+        only those that came after it, once there are ``first_retrain`` of them (the older ones are answers the
+        teacher no longer gives)."""
+        train = [i for i in items if not i.marked]
+        recent = [i for i in train if i.seq > since_seq]
+        if since_seq > 0 and len(recent) >= self.config.first_retrain:
+            train = recent
+        return train[-self.config.train_window:]
+
     def _fit(self, train: Sequence[Any], n_options: int) -> Learner:
         if not train:
             return Learner.model_answer(n_options)
@@ -540,9 +553,15 @@ class Autopilot:
             return None
         return Learner.from_bytes(latest.params)
 
-    def certify(self, learner: Learner, sample: Sequence[Any]) -> dict[str, Any]:
+    def certify(self, learner: Learner, sample: Sequence[Any], attempt: int = 1) -> dict[str, Any]:
         """The lowest threshold at which the learner's answers agree with the teacher's labels of the sample at
-        least at ``target``, with ``confidence`` (Learn-then-Test); ``threshold`` None when none certifies."""
+        least at ``target`` (Learn-then-Test); ``threshold`` None when none certifies.
+
+        Every version is tested on the same, growing sample, so the ``attempt``-th test since the sample started
+        runs at ``(1 - confidence) * attempt_share(attempt)``: these shares sum to 1, so the chance that any version
+        of the question is certified while it falls short of the target stays within ``1 - confidence``. Only
+        attempts that ran a test (``spent``) count; a withdrawal starts a new sample and a new count.
+        """
         if not sample:
             return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
         counts = np.bincount([i.label for i in sample], minlength=learner.n_options)
@@ -553,12 +572,12 @@ class Autopilot:
         inputs = self.inputs([i.state_text for i in sample], [i.model_probs for i in sample], learner.use_embeddings)
         probs = learner.predict_proba(inputs)
         labels = np.array([i.label for i in sample])
+        delta = (1.0 - self.config.confidence) * attempt_share(attempt)
         fit = fit_error_threshold(probs.max(axis=1), probs.argmax(axis=1) == labels, target=1.0 - self.config.target,
-                                  delta=1.0 - self.config.confidence, seed=len(sample),
-                                  start=self.config.sequence_start)
+                                  delta=delta, seed=len(sample), start=self.config.sequence_start)
         return {"certified": bool(fit.certified), "threshold": float(fit.threshold) if fit.certified else None,
                 "accepted": int(fit.accepted), "disagreements": int(fit.errors), "sample": len(sample),
-                "reason": fit.reason}
+                "reason": fit.reason, "attempt": attempt, "delta": delta, "spent": bool(fit.tested)}
 
     # ------------------------------------------------------------------ reading
 
@@ -570,6 +589,19 @@ class Autopilot:
         """Per question: labels by source, teacher calls saved, the certified threshold and bound, the version,
         the last retrain and the drift state."""
         return question_status(self.store, self._questions)
+
+
+def attempt_share(attempt: int) -> float:
+    """The share of the error budget the ``attempt``-th certification test of a sample spends: 6 / (pi k)^2, so
+    that the shares of all attempts sum to 1 (Bonferroni over a sequence of unknown length).
+
+    Example:
+        >>> round(attempt_share(1), 3), round(sum(attempt_share(k) for k in range(1, 100_000)), 4)
+        (0.608, 1.0)
+    """
+    if attempt < 1:
+        raise ValueError(f"attempt counts from 1, got {attempt}")
+    return 6.0 / (math.pi * attempt) ** 2
 
 
 def _background_mode(background: bool | str, store: LabelStore) -> str | bool:
