@@ -74,6 +74,18 @@ def test_drift_withdraws_automatic_answering_and_a_later_version_is_certified_ag
     assert (result.lanes[after[0] + 1 :] == "auto").any()
 
 
+def test_an_automatic_answer_is_not_repeated_for_the_same_text_once_its_question_is_withdrawn():
+    stream = synthetic_stream(2400, seed=2, flip_at=2000)
+    ap = pilot()
+    result = replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    status = ap.status()[0]
+    assert status["state"] == "withdrawn (drift)", status
+    answered_alone = stream.texts[int(np.nonzero(result.lanes[:2000] == "auto")[0][0])]
+    again = ap.decide("replay", "q", QUESTION, answered_alone, [1 / 3] * 3)
+    assert again.lane == "teacher" and "since withdrawn" in again.reason
+    assert ap.record_label(again.item_key, 0, "gold")  # the teacher's answer now labels it
+
+
 def test_labels_versions_and_decisions_survive_a_restart(tmp_path):
     path = tmp_path / "autopilot.sqlite"
     stream = synthetic_stream(900, seed=3)

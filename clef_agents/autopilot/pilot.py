@@ -340,7 +340,8 @@ class Autopilot:
                model_probs: Sequence[float]) -> AutoDecision:
         """Decide one item: answer alone (``auto``), ask the teacher (``teacher``) or reuse its label (``known``).
 
-        The same item decided again (a resume, a retry, another replica) gets the same decision.
+        The same item decided again (a resume, a retry, another replica, the same text later) gets the same
+        decision, except that an automatic answer is not repeated once its question has been withdrawn.
         """
         q = self._question(gate, question_id, question)
         probs = [float(p) for p in model_probs]
@@ -354,10 +355,15 @@ class Autopilot:
                                 stored.version if stored else q.serving.version,
                                 f"autopilot: the teacher ({known[1]}) already labelled this item; not asked again",
                                 source=known[1])
-        if stored is not None:
-            return self._repeat(stored, q)
         self._refresh(q)
+        if stored is not None and not (stored.lane == "auto" and not q.serving.active):
+            return self._repeat(stored, q)
         serving = q.serving
+        if stored is not None:  # answered alone by a version since withdrawn: ask the teacher this time
+            return AutoDecision(key, q.key, "teacher", int(stored.auto_label or 0), float(max(stored.model_probs)),
+                                stored.marked, serving.version,
+                                f"autopilot: answered alone before by version {stored.version}, since withdrawn: "
+                                "ask the teacher")
         marked = uniform_draw(key, self.config.seed) < (self.config.audit if serving.active else self.config.warm_share)
         scored = serving.learner.predict_proba(self.inputs([state_text], [probs], serving.learner.use_embeddings))[0]
         label, probability = int(np.argmax(scored)), float(np.max(scored))
