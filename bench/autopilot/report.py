@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.autopilot.tasks import MAIN_TASKS, TASKS
+from bench.autopilot.tasks import DRIFT_TASKS, MAIN_TASKS, TASKS
 
 NAMES = {"always_teacher": "always teacher", "gate_no_learning": "gate, no learning", "teach_once": "learn once (500)",
          "online_cascade": "online cascade", "autopilot": "autopilot"}
@@ -118,14 +118,33 @@ def targets(agg: dict[tuple[str, str, str], dict[str, Any]]) -> list[str]:
         lines.append("Noisy teacher, autopilot accuracy vs gold minus the teacher's own: " + ", ".join(
             f"{t} {100 * (a['accuracy'] - a['teacher_accuracy']):+.1f}" for t, a in noisy) + " points.")
         lines.append("")
-    drift = agg.get(("sentiment_drift", "perfect", "autopilot"))
-    if drift:
-        at = TASKS["sentiment_drift"].drift_at
-        lines.append(f"Drift (source changes at item {at}): withdrawals per seed {drift['withdrawn_at']}; "
-                     f"certifications per seed {drift['certified_at_item']}; min 500-window agreement "
-                     f"{_pct(drift['window_agreement_min'])} %.")
-        lines.append("")
+    for task in DRIFT_TASKS:
+        drift = agg.get((task, "perfect", "autopilot"))
+        if drift:
+            lines += [drift_line(task, drift), ""]
     return lines
+
+
+def drift_line(task: str, drift: dict[str, Any]) -> str:
+    """Per seed: certified before the change?, items from the change to the withdrawal, the item where the
+    question was certified again."""
+    at = TASKS[task].drift_at
+    seeds = []
+    for withdrawn, certified in zip(drift["withdrawn_at"], drift["certified_at_item"]):
+        before = any(c < at for c in certified or [])
+        after_change = [w for w in withdrawn or [] if w >= at]
+        if not before:
+            seeds.append("not certified before the change")
+            continue
+        if not after_change:
+            seeds.append("certified before, never withdrawn")
+            continue
+        again = [c for c in certified if c > after_change[0]]
+        seeds.append(f"withdrawn {after_change[0] - at} items after the change, "
+                     + (f"certified again at item {again[0]}" if again else "not certified again"))
+    return (f"Drift, {task} (source changes at item {at}): " + "; ".join(f"order {k}: {text}" for k, text in
+            enumerate(seeds)) + f". Min 500-window agreement {_pct(drift['window_agreement_min'])} %; "
+            f"windows below 90 %: {drift['windows_below_90']}.")
 
 
 def plot(rows: list[dict[str, Any]], out: Path) -> None:
