@@ -18,8 +18,11 @@ here, so a spec means the same thing everywhere:
 - ``lm:PATH``: ``PrefillLMDecisionModel`` on any local instruct causal LM (a folder or a ``.gguf`` file).
 - ``FAST+PRECISE`` (e.g. ``mini+precise``): ``TieredDecisionModel``: the questions ``FAST`` was taught
   keep its answers, every other question is asked of ``PRECISE``.
+- ``CHECKPOINT+reader`` (e.g. ``mini+reader``): the checkpoint in its precise mode, its question reader
+  answering untaught questions, one pass each (``ClefDecisionModel.from_pretrained(..., reader=True)``);
+  it can be a tier too (``mini+reader+precise``).
 - anything else: ``ClefDecisionModel.from_pretrained(spec)``, the shipped name ``mini`` or a
-  checkpoint folder (torch is imported only then).
+  checkpoint folder (torch is imported only then): taught questions and untaught ones on one pass.
 
 This module imports nothing heavy itself: each kind of model is imported inside ``load_model`` when
 it is asked for, so ``import clef_agents`` stays free of torch, transformers and langgraph.
@@ -29,6 +32,8 @@ Example:
     'fake'
     >>> spec_kind("https://decide.example.com"), spec_kind("mini"), spec_kind("runs/mini/final"), spec_kind("precise")
     ('remote', 'checkpoint', 'checkpoint', 'lm')
+    >>> spec_kind("mini+reader"), reader_spec("mini+reader"), spec_kind("mini+reader+precise")
+    ('checkpoint', ('mini', True), 'tiered')
 """
 
 from __future__ import annotations
@@ -51,12 +56,15 @@ DEFAULT_SPEC = "mini"
 
 SpecKind = Literal["fake", "fake-keywords", "remote", "backbone", "lm", "tiered", "checkpoint"]
 TIER_SEPARATOR = "+"
+READER = "reader"
+"""``CHECKPOINT+reader``: the checkpoint with its question reader (the precise mode)."""
 
 MODEL_HELP = (
     "decision model: 'mini' (the shipped default) or a checkpoint folder; an http(s):// URL of a System One "
     "server; 'fake' (hashed answers, no model); 'fake-keywords' (the ready graphs' keyword-scripted fake); "
     "'backbone:NAME' (an untrained head); 'precise' or 'lm:PATH' (a local instruct LM read in one prefill pass); "
-    "'FAST+PRECISE', e.g. 'mini+precise' (taught questions by FAST, the rest by PRECISE)"
+    "'FAST+PRECISE', e.g. 'mini+precise' (taught questions by FAST, the rest by PRECISE); "
+    "'CHECKPOINT+reader', e.g. 'mini+reader' (untaught questions by its question reader, one pass each: slower)"
 )
 """The ``--model`` help text every command shares."""
 
@@ -77,7 +85,13 @@ def spec_kind(spec: str) -> SpecKind:
     if spec.startswith(REMOTE_PREFIXES):
         return "remote"
     if TIER_SEPARATOR in spec and not Path(spec).exists():
-        fast, _, precise = spec.partition(TIER_SEPARATOR)
+        tiers = _tiers(spec)
+        if len(tiers) == 1:
+            base, _ = reader_spec(spec)
+            if spec_kind(base) != "checkpoint":
+                raise ValueError(f"{spec!r}: only a checkpoint ('mini' or a folder) has a question reader, not {base!r}")
+            return "checkpoint"
+        fast, precise = tiers[0], TIER_SEPARATOR.join(tiers[1:])
         if not fast.strip() or not precise.strip():
             raise ValueError(f"{spec!r} names a tiered model without both tiers: use 'FAST+PRECISE', e.g. 'mini+precise'")
         spec_kind(fast.strip())
@@ -92,6 +106,30 @@ def spec_kind(spec: str) -> SpecKind:
             raise ValueError(f"{spec!r} names no language model: use 'lm:PATH' (a folder or a .gguf file)")
         return "lm"
     return "checkpoint"
+
+
+def reader_spec(spec: str) -> tuple[str, bool]:
+    """A checkpoint spec without its ``+reader`` suffix, and whether it had one.
+
+    Example:
+        >>> reader_spec("runs/x/final+reader"), reader_spec("mini")
+        (('runs/x/final', True), ('mini', False))
+    """
+    suffix = TIER_SEPARATOR + READER
+    if spec.endswith(suffix) and not Path(spec).exists():
+        return spec[: -len(suffix)].strip(), True
+    return spec, False
+
+
+def _tiers(spec: str) -> list[str]:
+    """The tiers of a spec joined by ``+``, each ``+reader`` kept with the checkpoint before it."""
+    tiers: list[str] = []
+    for part in spec.split(TIER_SEPARATOR):
+        if part.strip() == READER and tiers:
+            tiers[-1] += TIER_SEPARATOR + READER
+        else:
+            tiers.append(part)
+    return tiers
 
 
 def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseDecisionModel:
@@ -120,7 +158,8 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
     if kind == "tiered":
         from clef_agents.tiered import TieredDecisionModel
 
-        fast, _, precise = spec.partition(TIER_SEPARATOR)
+        tiers = _tiers(spec)
+        fast, precise = tiers[0], TIER_SEPARATOR.join(tiers[1:])
         return TieredDecisionModel(load_model(fast.strip(), api_key=api_key), load_model(precise.strip(), api_key=api_key))
     from clef_agents.model.threads import apply_default_threads
 
@@ -133,7 +172,8 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
 
     if kind == "backbone":
         return ClefDecisionModel.from_backbone(spec[len(BACKBONE_PREFIX) :])
-    if spec not in RESERVED_NAMES and not (Path(spec) / "config.json").is_file():
-        reason = "does not exist" if not Path(spec).exists() else "has no config.json"
-        raise FileNotFoundError(f"model {spec!r}: no checkpoint there (the folder {reason}); {MODEL_HELP}")
-    return ClefDecisionModel.from_pretrained(spec)
+    base, reader = reader_spec(spec)
+    if base not in RESERVED_NAMES and not (Path(base) / "config.json").is_file():
+        reason = "does not exist" if not Path(base).exists() else "has no config.json"
+        raise FileNotFoundError(f"model {base!r}: no checkpoint there (the folder {reason}); {MODEL_HELP}")
+    return ClefDecisionModel.from_pretrained(base, reader=reader)

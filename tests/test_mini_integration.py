@@ -104,13 +104,13 @@ def test_mini_answers_bfcl_relevance_with_its_tool_match_above_a_floor(mini):
 
 
 def test_loading_mini_shows_one_progress_bar():
-    """transformers prints "Loading weights" once per backbone read; mini reads its backbone twice (the model's and
+    """transformers prints "Loading weights" once per backbone read; mini in precise mode reads its backbone twice (the model's and
     the question reader's copy), and the second read is silent."""
     import os
     import subprocess
     import sys
 
-    code = "from clef_agents.model import ClefDecisionModel; ClefDecisionModel.from_pretrained('mini')"
+    code = "from clef_agents.model import ClefDecisionModel; ClefDecisionModel.from_pretrained('mini', reader=True)"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, timeout=600)

@@ -177,8 +177,8 @@ def test_the_engine_answers_untaught_questions_with_the_reader_and_saves_it(tiny
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
-        loaded = ClefDecisionModel.from_pretrained(tmp_path / "m")
-        without = ClefDecisionModel.from_pretrained(tmp_path / "m", reader=False)
+        loaded = ClefDecisionModel.from_pretrained(tmp_path / "m", reader=True)
+        without = ClefDecisionModel.from_pretrained(tmp_path / "m")  # the default: one pass, no reader
     again = loaded.invoke({"state": "win a prize", "questions": {"s": noul}})
     assert again.extensions["x_reader"] == ["s"]
     assert wire.answer_probabilities(again.answers["s"]) == pytest.approx(expected, abs=2e-3)  # saved in half precision
@@ -216,7 +216,7 @@ def test_attach_reader_writes_a_checkpoint_that_answers_untaught_questions_with_
     attach_reader(tmp_path / "base", tmp_path / "reader", tmp_path / "with_reader")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
-        model = ClefDecisionModel.from_pretrained(tmp_path / "with_reader")
+        model = ClefDecisionModel.from_pretrained(str(tmp_path / "with_reader") + "+reader")
     assert model.config.data_card["reader"] == {"sets": ["demo"], "excluded": ["banking77"]}
     response = model.invoke({"state": "win a prize", "questions": {"s": {"type": "noul", "instructions": "spam"}}})
     assert response.extensions["x_reader"] == ["s"]
@@ -245,10 +245,10 @@ def test_calibrate_refits_the_readers_final_temperature_on_the_questions_it_answ
     (tmp_path / "labelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
-        assert main(["calibrate", "--model", str(tmp_path / "sharp"), "--records", str(tmp_path / "labelled.jsonl"),
+        assert main(["calibrate", "--model", str(tmp_path / "sharp") + "+reader", "--records", str(tmp_path / "labelled.jsonl"),
                      "--out", str(tmp_path / "refitted")]) == 0
         report = json.loads(capsys.readouterr().out)
-        saved = ClefDecisionModel.from_pretrained(tmp_path / "refitted")
+        saved = ClefDecisionModel.from_pretrained(tmp_path / "refitted", reader=True)
     assert report["reader_final_temperature"]["temperatures"]["noul"] > 0.05
     assert saved.engine.reader.describe()["final_temperature"]["noul"] == report["reader_final_temperature"]["temperatures"]["noul"]
     assert report["after"]["noul"]["nll"] < report["before"]["noul"]["nll"]

@@ -53,7 +53,7 @@ class ClefDecisionModel(BatchedDecisionModel):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, device: str | None = None, head_precision: str | None = None,
-                        reader: bool = True) -> ClefDecisionModel:
+                        reader: bool = False) -> ClefDecisionModel:
         """Load a checkpoint folder, or the shipped default by its reserved name ``"mini"``.
 
         ``head_precision`` ("auto", "float32" or "bfloat16"; default: the ``CLEF_AGENTS_HEAD_PRECISION``
@@ -61,8 +61,12 @@ class ClefDecisionModel(BatchedDecisionModel):
         bfloat16 where the CPU computes it natively, which roughly halves the head's time with
         hundreds of options and moves probabilities by a few thousandths.
 
-        ``reader=False`` leaves out the checkpoint's question reader, so questions nobody taught are
-        answered by the routing head alone (the behaviour of checkpoints without a reader).
+        By default every question of a request is answered on one backbone pass over its state: taught
+        questions by their taught weights, the others by the routing head. ``reader=True`` (or a name
+        ending in ``+reader``, e.g. ``"mini+reader"``) is the precise mode: the checkpoint's question
+        reader answers the untaught questions it takes, one pass each over question, options and state,
+        2 to 8 times slower for answers on untaught questions within noise of the head's
+        (docs/reader.md, "Precise mode").
 
         Example:
             >>> ClefDecisionModel.from_pretrained("mini").model  # doctest: +SKIP
@@ -70,8 +74,11 @@ class ClefDecisionModel(BatchedDecisionModel):
         """
         import torch
 
-        engine = DecisionEngine.load(checkpoint_folder(name_or_path), torch.device(device) if device else None, head_precision,
-                                     reader=reader)
+        from clef_agents.loading import reader_spec
+
+        name, with_reader = reader_spec(str(name_or_path)) if isinstance(name_or_path, str) else (name_or_path, False)
+        engine = DecisionEngine.load(checkpoint_folder(name), torch.device(device) if device else None, head_precision,
+                                     reader=reader or with_reader)
         return cls(engine)
 
     @classmethod
@@ -161,6 +168,9 @@ class ClefDecisionModel(BatchedDecisionModel):
         read = [qid for qid, part in zip(ids, prediction.answered_by) if part == "reader"]
         if read:
             extensions["x_reader"] = read
+        untaught = [qid for qid, part in zip(ids, prediction.answered_by) if part != "taught"]
+        if untaught:
+            extensions["x_untaught"] = untaught
         if not self._engine.config.trained:
             extensions["x_untrained"] = True
         return wire.DecisionResponse(

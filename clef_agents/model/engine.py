@@ -7,6 +7,7 @@ composed into one engine that answers requests. Files on disk are ``checkpoint``
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from clef_agents.model.encoder import (
 )
 from clef_agents.model.head import RoutingHead
 from clef_agents.model.parts import Asked, HeadPart, Job, Part, ReaderPart
-from clef_agents.model.reader import QuestionReader
+from clef_agents.model.reader import READER_CONFIG_FILE, READER_WEIGHTS_FILE, QuestionReader
 from clef_agents.model.scorer import (
     HEAD_PRECISIONS,
     EncodedBatch,
@@ -95,6 +96,7 @@ class DecisionEngine:
         self.scorer = Scorer(config, self.encoder, head_precision)
         self.head_part = HeadPart(self.encoder, self.scorer)
         self.reader: QuestionReader | None = None
+        self.reader_files: Path | None = None  # the folder of a question reader left unloaded, copied by ``save``
 
     # ------------------------------------------------------------------ parts
 
@@ -145,10 +147,14 @@ class DecisionEngine:
 
     @classmethod
     def load(cls, folder: str | Path, device: torch.device | None = None, head_precision: str | None = None,
-             reader: bool = True) -> DecisionEngine:
-        """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors, and the
-        question reader when the folder has one and ``reader`` is true); ``head_precision``: one of
-        ``HEAD_PRECISIONS`` (default: ``CLEF_AGENTS_HEAD_PRECISION``, else auto).
+             reader: bool = False) -> DecisionEngine:
+        """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors);
+        ``head_precision``: one of ``HEAD_PRECISIONS`` (default: ``CLEF_AGENTS_HEAD_PRECISION``, else auto).
+
+        ``reader=True`` is the precise mode: the folder's question reader is loaded and answers the
+        untaught questions it takes, one pass per question (``route``); the folder must have one.
+        Left out (the default), untaught questions are answered on the routing head's one pass, and
+        ``save`` still copies the folder's reader files, so a saved checkpoint keeps its precise mode.
 
         Example:
             >>> DecisionEngine.load("clef_agents/checkpoints/mini").config.name  # doctest: +SKIP
@@ -156,16 +162,22 @@ class DecisionEngine:
         """
         folder = Path(folder)
         config = checkpoint.read_config(folder)
+        if reader and not checkpoint.has_reader(folder):
+            raise FileNotFoundError(f"{folder} has no question reader ({READER_CONFIG_FILE}, {READER_WEIGHTS_FILE}) "
+                                    "for the precise mode; load it without reader=True")
         backbone = load_backbone(checkpoint.resolve_backbone(config.backbone, folder))
         engine = cls(config, backbone, device, head_precision)
         engine.load_weights(folder)
-        if reader and checkpoint.has_reader(folder):
+        if reader:
             with no_progress_bar():  # the reader reads the backbone again: one "Loading weights" bar per load
                 engine.attach_reader(checkpoint.load_reader(folder, engine.device))
+        elif checkpoint.has_reader(folder):
+            engine.reader_files = folder
         return engine
 
     def attach_reader(self, reader: QuestionReader | None) -> None:
-        """Answer untaught questions with ``reader`` from now on (``None``: with the routing head again)."""
+        """Answer untaught questions with ``reader`` from now on, the precise mode (``None``: with the
+        routing head again, the default)."""
         self.reader = reader
 
     def load_weights(self, folder: str | Path, strict: bool = True) -> list[str]:
@@ -192,6 +204,9 @@ class DecisionEngine:
         self.scorer.save(folder)
         if self.reader is not None:
             checkpoint.save_reader(self.reader, folder)
+        elif self.reader_files is not None and self.reader_files.resolve() != folder.resolve():
+            for name in (READER_CONFIG_FILE, READER_WEIGHTS_FILE):
+                shutil.copyfile(self.reader_files / name, folder / name)
         return folder
 
     # ------------------------------------------------------------------ the encoder's side
