@@ -41,7 +41,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from clef_agents.shipped import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
+from clef_agents.shipped import (  # noqa: F401 (still importable from here)
+    READER,
+    RESERVED_NAMES,
+    TIER_SEPARATOR,
+    checkpoint_folder,
+    reader_spec,
+    shipped_checkpoint,
+)
 
 if TYPE_CHECKING:
     from langchain_core.decisions import BaseDecisionModel
@@ -55,8 +62,6 @@ REMOTE_PREFIXES = ("http://", "https://")
 DEFAULT_SPEC = "mini"
 
 SpecKind = Literal["fake", "fake-keywords", "remote", "backbone", "lm", "tiered", "checkpoint"]
-TIER_SEPARATOR = "+"
-READER = "reader"
 """``CHECKPOINT+reader``: the checkpoint with its question reader (the precise mode)."""
 
 MODEL_HELP = (
@@ -106,19 +111,6 @@ def spec_kind(spec: str) -> SpecKind:
             raise ValueError(f"{spec!r} names no language model: use 'lm:PATH' (a folder or a .gguf file)")
         return "lm"
     return "checkpoint"
-
-
-def reader_spec(spec: str) -> tuple[str, bool]:
-    """A checkpoint spec without its ``+reader`` suffix, and whether it had one.
-
-    Example:
-        >>> reader_spec("runs/x/final+reader"), reader_spec("mini")
-        (('runs/x/final', True), ('mini', False))
-    """
-    suffix = TIER_SEPARATOR + READER
-    if spec.endswith(suffix) and not Path(spec).exists():
-        return spec[: -len(suffix)].strip(), True
-    return spec, False
 
 
 def _tiers(spec: str) -> list[str]:

@@ -16,6 +16,9 @@ from pathlib import Path
 
 RESERVED_NAMES = {"mini": "mini"}
 """Checkpoint names that mean a folder shipped inside the package."""
+TIER_SEPARATOR = "+"
+"""Joins the tiers of a spec (``mini+precise``) and a checkpoint to its precise mode (``mini+reader``)."""
+READER = "reader"
 
 
 def shipped_checkpoint(name: str) -> Path:
@@ -44,3 +47,16 @@ def checkpoint_folder(name_or_path: str | Path) -> Path:
 
 
 __all__ = ["RESERVED_NAMES", "checkpoint_folder", "shipped_checkpoint"]
+
+
+def reader_spec(spec: str) -> tuple[str, bool]:
+    """A checkpoint spec without its ``+reader`` suffix, and whether it had one.
+
+    Example:
+        >>> reader_spec("runs/x/final+reader"), reader_spec("mini")
+        (('runs/x/final', True), ('mini', False))
+    """
+    suffix = TIER_SEPARATOR + READER
+    if spec.endswith(suffix) and not Path(spec).exists():
+        return spec[: -len(suffix)].strip(), True
+    return spec, False

@@ -13,7 +13,7 @@ from clef_agents import wire
 from clef_agents.batched import BatchedDecisionModel, prepare_request
 from clef_agents.model.config import ClefConfig, HeadSettings, LoraSettings
 from clef_agents.model.engine import DecisionEngine
-from clef_agents.shipped import RESERVED_NAMES, checkpoint_folder, shipped_checkpoint  # noqa: F401 (still importable from here)
+from clef_agents.shipped import RESERVED_NAMES, checkpoint_folder, reader_spec, shipped_checkpoint  # noqa: F401 (still importable from here)
 from clef_agents.taught_index import TaughtQuestionInfo
 
 
@@ -73,8 +73,6 @@ class ClefDecisionModel(BatchedDecisionModel):
             'mini'
         """
         import torch
-
-        from clef_agents.loading import reader_spec
 
         name, with_reader = reader_spec(str(name_or_path)) if isinstance(name_or_path, str) else (name_or_path, False)
         engine = DecisionEngine.load(checkpoint_folder(name), torch.device(device) if device else None, head_precision,
