@@ -155,7 +155,7 @@ def test_tool_match_answers_survive_save_and_load(tool_taught, tmp_path):
     before, after = model.batch(requests), reloaded.batch(requests)
     for a, b in zip(before, after):
         assert b.extensions["x_taught"] == ["call"]
-        assert a.answers["call"].noul == pytest.approx(b.answers["call"].noul, abs=2e-4)  # other batches; head saved in half precision
+        assert a.answers["call"].noul == pytest.approx(b.answers["call"].noul, abs=1e-5)  # tool vectors embedded in other batches
 
 
 def test_both_kinds_of_part_survive_save_and_load_and_old_parts_load_as_cosine(tool_taught, tmp_path):

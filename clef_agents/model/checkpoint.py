@@ -1,10 +1,10 @@
 """Checkpoint folders on disk: config.json, the PEFT adapter (adapter/), head.safetensors, the taught
 questions' files and the question reader's files. No pickles and no copy of the backbone.
 
-Weights are written compactly (``clef_agents.model.storage``: the head and taught weights in half
-precision, the reader as int8 differences from the backbone; the small LoRA adapter stays float32) and
-read back as float32; folders written before in float32 load as they are, and ``compact`` rewrites one
-in the compact form.
+Saving writes the head and the LoRA adapter in float32, so a saved model answers exactly as before; the
+taught weights in half precision (teaching fits on the rounded weights) and the reader as int8 differences
+from the backbone (``clef_agents.model.storage``). ``compact`` rewrites a folder for shipping, the head in
+half precision too. Everything is read back as float32, and folders of either form load.
 
 Example:
     >>> config = read_config("clef_agents/checkpoints/mini")  # doctest: +SKIP
@@ -21,7 +21,7 @@ import torch
 
 from clef_agents.model.config import ADAPTER_DIR, CONFIG_FILE, HEAD_FILE, ClefConfig
 from clef_agents.model.reader import READER_WEIGHTS_FILE, QuestionReader
-from clef_agents.model.storage import half
+from clef_agents.model.storage import stored
 from clef_agents.model.taught import TAUGHT_FILE, TAUGHT_INDEX, TaughtQuestions, feature_size
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -94,7 +94,7 @@ def load_adapter(network: torch.nn.Module, folder: str | Path, device: torch.dev
 
 
 def save_head(head: torch.nn.Module, folder: str | Path) -> None:
-    """Write the routing head's weights as head.safetensors (half precision, see ``write_head``).
+    """Write the routing head's weights as head.safetensors in float32 (see ``write_head``).
 
     Example:
         >>> save_head(engine.head, "runs/mini/final")  # doctest: +SKIP
@@ -102,16 +102,16 @@ def save_head(head: torch.nn.Module, folder: str | Path) -> None:
     write_head(head.state_dict(), folder)
 
 
-def write_head(weights: Mapping[str, torch.Tensor], folder: str | Path) -> None:
-    """Write head weights by name as head.safetensors: floats in half precision (float32 where a value
-    does not fit it), read back as float32 by ``read_head``.
+def write_head(weights: Mapping[str, torch.Tensor], folder: str | Path, compact: bool = False) -> None:
+    """Write head weights by name as head.safetensors: floats in float32, or in half precision when
+    ``compact`` (float32 where a value does not fit it); ``read_head`` reads either as float32.
 
     Example:
         >>> write_head(read_head("runs/mini/final", torch.device("cpu")), "runs/mini/final")  # doctest: +SKIP
     """
     from safetensors.torch import save_file
 
-    save_file({name: half(value) for name, value in weights.items()}, str(Path(folder) / HEAD_FILE))
+    save_file({name: stored(value, compact) for name, value in weights.items()}, str(Path(folder) / HEAD_FILE))
 
 
 def read_head(folder: str | Path, device: torch.device) -> dict[str, torch.Tensor]:
@@ -171,7 +171,7 @@ def save_reader(reader: QuestionReader, folder: str | Path) -> None:
 
 
 def compact(folder: str | Path) -> dict[str, tuple[int, int]]:
-    """Rewrite a checkpoint folder's weights in the compact form saving writes (the head in half precision,
+    """Rewrite a checkpoint folder's weights in the compact form shipped checkpoints use (the head in half precision,
     the taught questions' files and the reader as ``TaughtQuestions.save`` and ``QuestionReader.save`` write
     them); returns each rewritten file's size in bytes, before and after.
 
@@ -185,7 +185,7 @@ def compact(folder: str | Path) -> dict[str, tuple[int, int]]:
     before = {name: (folder / name).stat().st_size for name in files if (folder / name).is_file()}
     cpu = torch.device("cpu")
     if (folder / HEAD_FILE).is_file():
-        write_head(read_head(folder, cpu), folder)
+        write_head(read_head(folder, cpu), folder, compact=True)
     load_taught(folder).save(folder)
     if has_reader(folder):
         load_reader(folder, cpu).save(folder)

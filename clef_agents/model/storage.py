@@ -38,6 +38,20 @@ def half(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.float().contiguous()
 
 
+def stored(tensor: torch.Tensor, compact: bool) -> torch.Tensor:
+    """A tensor as a checkpoint stores it: ``half`` when ``compact``, else float tensors in float32 (saving
+    and loading then give back the same numbers).
+
+    Example:
+        >>> stored(torch.tensor([0.25]), compact=False).dtype, stored(torch.tensor([0.25]), compact=True).dtype
+        (torch.float32, torch.float16)
+    """
+    if compact:
+        return half(tensor)
+    tensor = tensor.detach().cpu()
+    return (tensor.float() if tensor.is_floating_point() else tensor).contiguous()
+
+
 def smallest_index_dtype(count: int) -> torch.dtype:
     """The smallest integer type that holds the indices 0 .. count - 1.
 
