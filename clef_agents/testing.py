@@ -36,8 +36,8 @@ class FakeDecisionModel(BaseDecisionModel):
     - questions neither covers get probabilities derived from a hash of (state, question text),
       so answers are stable, id- and order-invariant, and differ between inputs.
     - ``error``: raise this exception on every call (to test fail-closed paths).
-    - ``untaught``: question ids the response says were answered by a reader for untaught questions
-      (``x_reader``, as ``mini`` says it), where the request asks them.
+    - ``untaught``: question ids the response says were answered without taught weights
+      (``x_untaught``, as ``mini`` says it), where the request asks them.
 
     Example:
         >>> from langchain_core.decisions import Choice
@@ -80,9 +80,9 @@ class FakeDecisionModel(BaseDecisionModel):
             answers[qid] = wire.to_answer(q, self._probabilities(q, scripted[qid]) if qid in scripted else _hashed(state, q))
         text = wire.state_text(state)
         usage = {"input_tokens": len(text.split()), "output_tokens": 0}
-        read = [qid for qid in typed if qid in self.untaught]
-        if read:
-            return wire.DecisionResponse(model=self.model, answers=answers, usage=usage, extensions={"x_reader": read})
+        untaught = [qid for qid in typed if qid in self.untaught]
+        if untaught:
+            return wire.DecisionResponse(model=self.model, answers=answers, usage=usage, extensions={"x_untaught": untaught})
         return ClassifierResponse(model=self.model, answers=answers, usage=usage)
 
     def _probabilities(self, question: wire.TextQuestion, value: ScriptedValue) -> list[float]:

@@ -180,7 +180,7 @@ def test_constructor_checks():
 
 
 def test_an_untaught_question_warns_once_per_node_and_a_taught_one_never():
-    """The model says (x_reader) it answered 'urgent' with its reader for untaught questions: one warning naming the
+    """The model says (x_untaught) it answered 'urgent' without taught weights: one warning naming the
     gate and the question, none again on the next input, none for the taught 'dept'; routing is unchanged."""
     questions = {
         "urgent": Noul(instructions="Is this urgent?"),

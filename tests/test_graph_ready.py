@@ -128,5 +128,5 @@ def test_support_triage_on_the_shipped_mini_model():
         out = graph.invoke({"messages": [("user", DEMO_MESSAGES[0])]}, {"configurable": {"thread_id": "m"}})
     entry = out["decisions"]["triage"]
     assert set(entry["route"]) == {"urgent", "department", "severity"}
-    assert sorted(entry["response"]["x_reader"]) == ["department", "severity", "urgent"]  # mini says so itself
+    assert sorted(entry["response"]["x_untaught"]) == ["department", "severity", "urgent"]  # mini says so itself
     assert all(0.0 <= item["probability"] <= 1.0 for item in entry["route"].values())

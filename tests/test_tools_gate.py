@@ -678,12 +678,14 @@ def test_an_untaught_gate_question_warns_once_per_gate_and_a_taught_one_never():
     from clef_agents.graph.tools import UntaughtGateQuestionWarning
 
     gate = ToolGate(FakeDecisionModel())
-    untaught = wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]})
+    untaught = wire.DecisionResponse(model="m", answers={}, extensions={"x_untaught": [QUESTION_ID]})
+    older_server = wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]})
     taught = wire.DecisionResponse(model="m", answers={}, extensions={"x_taught": [QUESTION_ID]})
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         assert gate.warn_if_untaught(taught) is False
         assert gate.warn_if_untaught(untaught) is True
         assert gate.warn_if_untaught(untaught) is True
+        assert gate.warn_if_untaught(older_server) is True  # servers before issue 44 said x_reader
     assert [w.category for w in seen] == [UntaughtGateQuestionWarning]
     assert "not taught the gate question" in str(seen[0].message)

@@ -31,9 +31,8 @@ class ReviewInputError(ValueError):
 
 
 class UntaughtQuestionWarning(UserWarning):
-    """A gate's model answered one of its questions without having been taught it: with its reader for untaught
-    questions (the response's ``x_reader`` lists the question), whose answers are close to chance on questions nobody
-    taught (``bench/general``). Teach the question (``clef-agents teach``) or ask a stronger tier.
+    """A gate's model answered one of its questions without having been taught it (the response's ``x_untaught``
+    lists the question): its answers are close to chance on questions nobody taught (``bench/general``). Teach the question (``clef-agents teach``) or ask a stronger tier.
 
     Silence it where that is known and accepted:
     ``warnings.filterwarnings("ignore", category=UntaughtQuestionWarning)``.
@@ -52,13 +51,13 @@ class NoChatModelWarning(UserWarning):
     """
 
 def untaught_question_ids(response: object) -> list[str]:
-    """The question ids a response says its model answered with its reader for untaught questions (``x_reader``);
-    empty for models that do not say (fakes, remote models without the extension).
+    """The question ids a response says its model answered without taught weights: ``x_untaught`` (or, from
+    servers older than issue 44, ``x_reader``); empty for models that do not say (remote models without the extension).
 
     Example:
         >>> from clef_agents import wire
-        >>> untaught_question_ids(wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": ["urgent"]}))
+        >>> untaught_question_ids(wire.DecisionResponse(model="m", answers={}, extensions={"x_untaught": ["urgent"]}))
         ['urgent']
     """
     extensions = getattr(response, "extensions", None) or {}
-    return [str(qid) for qid in extensions.get("x_reader") or ()]
+    return [str(qid) for qid in extensions.get("x_untaught") or extensions.get("x_reader") or ()]

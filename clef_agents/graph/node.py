@@ -355,14 +355,14 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
 
     def warn_if_untaught(self, response: Any, questions: Mapping[str, wire.TextQuestion]) -> list[str]:
         """Warn (``UntaughtQuestionWarning``), once per question of this node, when the model says it answered a
-        question with its reader for untaught questions; returns the ids of this response's untaught questions.
+        question without taught weights (``x_untaught``); returns the ids of this response's untaught questions.
 
         Example:
             >>> import warnings
             >>> from langchain_core.decisions import Noul
             >>> from clef_agents.testing import FakeDecisionModel
             >>> node = DecisionNode(FakeDecisionModel(), {"urgent": Noul(instructions="Is this urgent?")}, input="text")
-            >>> said = wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": ["urgent"]})
+            >>> said = wire.DecisionResponse(model="m", answers={}, extensions={"x_untaught": ["urgent"]})
             >>> with warnings.catch_warnings(record=True) as seen:
             ...     warnings.simplefilter("always")
             ...     node.warn_if_untaught(said, node.questions), node.warn_if_untaught(said, node.questions)
@@ -376,8 +376,8 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             self._warned_untaught.update(new)
             asked = "; ".join(f"{qid!r}: {wire.content_text(questions[qid].instructions)!r:.100}" for qid in new)
             warnings.warn(
-                f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered with its "
-                "reader for untaught questions, which is close to chance on questions nobody taught (bench/general), so "
+                f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered them "
+                "untaught, which is close to chance on questions nobody taught (bench/general), so "
                 "these answers rarely clear auto_at and mostly go to the escalation lanes. Teach the questions you rely on "
                 "with labelled examples (clef-agents teach, docs/teaching.md), or ask a stronger tier (mini+precise, docs/precise.md).",
                 UntaughtQuestionWarning,

@@ -182,7 +182,7 @@ class ToolGate:
 
     def warn_if_untaught(self, response: Any) -> bool:
         """Warn once (``UntaughtGateQuestionWarning``) when the model says it answered the gate question with its
-        untaught-question reader (``x_reader`` lists it): the answers are then close to chance, and the shipped
+        routing head, untaught (``x_untaught`` lists it): the answers are then close to chance, and the shipped
         thresholds were chosen for the taught ``DEFAULT_GATE_QUESTION``. Returns whether this response shows that.
 
         Example:
@@ -192,7 +192,7 @@ class ToolGate:
             >>> gate = ToolGate(FakeDecisionModel())
             >>> with warnings.catch_warnings(record=True) as seen:
             ...     warnings.simplefilter("always")
-            ...     gate.warn_if_untaught(wire.DecisionResponse(model="m", answers={}, extensions={"x_reader": [QUESTION_ID]}))
+            ...     gate.warn_if_untaught(wire.DecisionResponse(model="m", answers={}, extensions={"x_untaught": [QUESTION_ID]}))
             True
             >>> [w.category.__name__ for w in seen]
             ['UntaughtGateQuestionWarning']

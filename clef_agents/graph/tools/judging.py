@@ -128,14 +128,14 @@ class ModelJudge:
 
     def warn_if_untaught(self, response: Any, stacklevel: int = 2) -> bool:
         """Warn once (``UntaughtGateQuestionWarning``) when ``response`` says the model answered the gate
-        question with its reader for untaught questions; returns whether it says so."""
+        question without taught weights (``x_untaught``); returns whether it says so."""
         untaught = QUESTION_ID in untaught_question_ids(response)
         if untaught and not self._warned_untaught:
             self._warned_untaught = True
             question = self.questions[QUESTION_ID]
             warnings.warn(
                 f"ToolGate: model {getattr(response, 'model', '?')!r} was not taught the gate question "
-                f"{getattr(question, 'instructions', question)!r:.120}; it answered with its reader for untaught questions, "
+                f"{getattr(question, 'instructions', question)!r:.120}; it answered untaught, "
                 "which is close to chance on questions nobody taught (bench/general), and the shipped hold_at was chosen for "
                 "the taught DEFAULT_GATE_QUESTION. Keep the default question, or teach yours (clef-agents teach, docs/teaching.md).",
                 UntaughtGateQuestionWarning,
