@@ -46,7 +46,7 @@ from bench.general.tasks import (
 from bench.reports import log
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_METHODS = ("mini", "mini_head", "label_cosine", "sparrow")
+DEFAULT_METHODS = ("mini", "mini+reader", "label_cosine", "sparrow")
 
 
 # --------------------------------------------------------------------------- scoring one task
@@ -157,8 +157,6 @@ def build_answerers(names: list[str], models: list[str], variants: Sequence[str]
             answerers.append(LabelCosineAnswerer(MiniLM.load()))
         elif name == "sparrow":
             answerers.append(SparrowAnswerer())
-        elif name.endswith("_head"):
-            answerers.append(model_answerer(name, name.removesuffix("_head"), reader=False))
         elif is_lm_spec(name):
             answerers.append(lm_answerer(name, name))
         else:
@@ -223,14 +221,14 @@ def lm_answerer(key: str, where: str, states_kept: int = 512) -> Answerer:
     return ModelAnswerer(key, model, title=f"{where}: a local instruct LM read in one prefill pass", trained_on=[])
 
 
-def model_answerer(key: str, where: str, reader: bool = True) -> Answerer:
-    """A clef_agents checkpoint (shipped name or folder), with the data sets its data card names;
-    ``reader=False`` leaves its question reader out (untaught questions go to the routing head)."""
+def model_answerer(key: str, where: str) -> Answerer:
+    """A clef_agents checkpoint (shipped name or folder; ``NAME+reader``: its precise mode), with the data sets its
+    data card names."""
     from bench.general.methods import ModelAnswerer
     from clef_agents.model import ClefDecisionModel
 
-    model = ClefDecisionModel.from_pretrained(where, reader=reader)
-    title = f"clef_agents model {where}" + ("" if reader else ", routing head only (question reader left out)")
+    model = ClefDecisionModel.from_pretrained(where)
+    title = f"clef_agents model {where}" + (" (precise mode: its question reader)" if where.endswith("+reader") else "")
     card = list((model.config.data_card or {}).get("datasets", []))
     question_reader = model.engine.reader
     reader_sets = list(question_reader.config.trained_on.get("sets", [])) if question_reader is not None else None
@@ -284,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--tasks", nargs="*", default=None, help="task ids of tasks.yaml (default: all)")
     parser.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
-                        help="mini (or any shipped name / checkpoint path; NAME_head: the same without its question reader), "
-                             "label_cosine, sparrow (default: mini, mini_head, label_cosine, sparrow); "
+                        help="mini (or any shipped name / checkpoint path; NAME+reader: its precise mode, the question reader), "
+                             "label_cosine, sparrow (default: mini, mini+reader, label_cosine, sparrow); "
                              "precise or lm:PATH (a local instruct LM, the precise tier)")
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
     parser.add_argument("--lm-variant", action="append", default=[],

@@ -9,8 +9,8 @@ and each option's text once, each text in its own row; and the old floor, the to
 (the state when the routing head answers, every pass the question reader makes in precise mode).
 Then batched throughput at batch 32 vs the single-request rate.
 
-Run:   nice -n 10 .venv/bin/python bench/latency/run.py [--model mini+reader --out DIR]
-Writes bench/latency/results.json and bench/latency/results.md (or DIR/).
+Run:   nice -n 10 .venv/bin/python bench/latency/run.py [--model mini+reader --name results_reader]
+Writes bench/latency/results.json and bench/latency/results.md (NAME.json and NAME.md with --name).
 """
 
 from __future__ import annotations
@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT_DIR)
+    parser.add_argument("--name", default="results", help="file names NAME.json and NAME.md (default results)")
     parser.add_argument("--model", default="mini", help="a clef_agents.load_model checkpoint spec (default mini; mini+reader: precise mode)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads for every method (1 is stable on a shared machine; more threads spin-wait under contention)")
@@ -316,9 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": round(time.perf_counter() - started, 1),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    write_markdown(result, args.out / "results.md")
-    print((args.out / "results.md").read_text())
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_markdown(result, args.out / f"{args.name}.md")
+    print((args.out / f"{args.name}.md").read_text())
     return 0
 
 
