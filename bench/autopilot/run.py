@@ -39,6 +39,7 @@ METHODS = ("always_teacher", "gate_no_learning", "teach_once", "online_cascade",
 NOISE = 0.10
 BIN = 100
 TARGET = 0.95
+SETTINGS_ENV = "BENCH_AUTOPILOT_SET"
 
 
 def load(task: str) -> Any:
@@ -67,11 +68,14 @@ def teacher_answers(gold: np.ndarray, n_options: int, kind: str, seed: int) -> n
 
 
 def config_of(method: str) -> dict[str, Any]:
+    """The method's AutopilotConfig settings, with the run's ``--set`` overrides (they reach the pool's workers
+    through the environment)."""
+    overrides = json.loads(os.environ.get(SETTINGS_ENV, "{}"))
     if method == "teach_once":
-        return {"stop_learning_after": 500}
+        return {"stop_learning_after": 500, **overrides}
     if method == "online_cascade":
-        return {"learner_kinds": ("embedding",), "retrain_every": 100, "first_retrain": 100}
-    return {}
+        return {"learner_kinds": ("embedding",), "retrain_every": 100, "first_retrain": 100, **overrides}
+    return overrides
 
 
 def hindsight_share(probs: np.ndarray, agree: np.ndarray, target: float, audit: float) -> float:
@@ -160,8 +164,11 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true",
                         help="render the report from the runs already done, running none (missing runs are left out)")
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="AutopilotConfig settings for every learning method, e.g. screen_share=0 (values as JSON)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ[SETTINGS_ENV] = json.dumps({k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)})
     jobs = jobs_for(args.tasks, args.seeds, args.noisy_seeds, tuple(args.methods))
     started = time.perf_counter()
     out = Path(args.out)
