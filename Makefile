@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test bench-setup train-mini
+.PHONY: setup demo lint test bench-setup train-mini
 
 setup: $(VENV)/.installed
 
@@ -21,7 +21,12 @@ demo: setup
 	$(PY) examples/support_triage.py
 	$(PY) examples/autopilot_demo.py
 
-test: setup
+# Lint and format check (settings in pyproject.toml), then the tests.
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+test: lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
 # Extra peers and baselines used only by bench/ (not by the tests).

@@ -27,7 +27,6 @@ from langchain_core.runnables import RunnableConfig
 
 from clef_agents import wire
 
-
 VALIDATED_KEPT = 256
 """Question mappings whose validation ``prepare_request`` remembers (least recently used forgotten first)."""
 
@@ -48,7 +47,9 @@ class ValidatedQuestions:
     def __init__(self, kept: int = VALIDATED_KEPT):
         self.kept = kept
         self.hits = 0
-        self._seen: OrderedDict[tuple[tuple[str, int], ...], tuple[dict[str, wire.TextQuestion], dict[str, wire.TextQuestion]]] = OrderedDict()
+        self._seen: OrderedDict[
+            tuple[tuple[str, int], ...], tuple[dict[str, wire.TextQuestion], dict[str, wire.TextQuestion]]
+        ] = OrderedDict()
 
     def validate(self, questions: Any) -> dict[str, wire.TextQuestion]:
         """``wire.validate_questions(questions)``, skipped when the same unchanged objects passed before."""
@@ -67,7 +68,9 @@ class ValidatedQuestions:
 
     @staticmethod
     def _key(questions: Any) -> tuple[tuple[str, int], ...] | None:
-        if not isinstance(questions, Mapping) or not all(isinstance(q, (wire.Noul, wire.Choice, wire.Score)) for q in questions.values()):
+        if not isinstance(questions, Mapping) or not all(
+            isinstance(q, (wire.Noul, wire.Choice, wire.Score)) for q in questions.values()
+        ):
             return None
         return tuple((qid, id(q)) for qid, q in questions.items())
 
@@ -109,8 +112,14 @@ class BatchedDecisionModel(BaseDecisionModel):
     def _classify_many(self, requests: list[ClassifierRequest]) -> list[ClassifierResponse | Exception]:
         raise NotImplementedError
 
-    def batch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
-              return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
+    def batch(
+        self,
+        inputs: list[ClassifierRequest],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[ClassifierResponse]:
         """Answer many requests through ``_classify_many`` (a refused request raises, or comes back as its
         exception with ``return_exceptions=True``).
 
@@ -119,9 +128,17 @@ class BatchedDecisionModel(BaseDecisionModel):
         """
         if not inputs:
             return []
-        return self._batch_with_config(self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm")
+        return self._batch_with_config(
+            self._classify_many, inputs, config, return_exceptions=return_exceptions, run_type="llm"
+        )
 
-    async def abatch(self, inputs: list[ClassifierRequest], config: RunnableConfig | list[RunnableConfig] | None = None, *,
-                     return_exceptions: bool = False, **kwargs: Any) -> list[ClassifierResponse]:
+    async def abatch(
+        self,
+        inputs: list[ClassifierRequest],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[ClassifierResponse]:
         """Async ``batch``: the work runs in a worker thread."""
         return await asyncio.to_thread(self.batch, inputs, config, return_exceptions=return_exceptions)

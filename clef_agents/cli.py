@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     from clef_agents import __version__  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="clef-agents", description="Local decision models for LangGraph agents.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}", help="print the version and exit"
+    )
     parser.add_argument("--traceback", action="store_true", help="on an error, show the full Python traceback")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in SUBCOMMAND_MODULES:

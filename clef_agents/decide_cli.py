@@ -28,23 +28,39 @@ API_KEY_ENV = "CLEF_API_KEY"
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``decide`` subcommand."""
     parser = subparsers.add_parser(
-        "decide", help="answer typed questions about a state (one prefill pass)",
+        "decide",
+        help="answer typed questions about a state (one prefill pass)",
         description="Answer typed questions about a state. Each question id may appear once, across "
-                    "--questions and the inline flags.",
+        "--questions and the inline flags.",
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--state", help="the state as text (or JSON with --state-json); an empty string is a valid state")
+    source.add_argument(
+        "--state", help="the state as text (or JSON with --state-json); an empty string is a valid state"
+    )
     source.add_argument("--state-file", help="read the state from this file ('-' for stdin)")
     parser.add_argument("--state-json", action="store_true", help="parse the state as JSON (object or array)")
     parser.add_argument("--questions", help="JSON or YAML file: {id: {type, instructions, criteria}}")
-    parser.add_argument("--noul", action="append", default=[], metavar="ID=QUESTION", help="a yes/no question (repeatable)")
-    parser.add_argument("--choice", action="append", default=[], metavar="ID=OPT1,OPT2[:QUESTION]",
-                        help="a choice among options (repeatable)")
-    parser.add_argument("--score", action="append", default=[], metavar="ID=L0|L1|...[:QUESTION]",
-                        help="an ordinal rubric, levels from lowest to highest (repeatable)")
+    parser.add_argument(
+        "--noul", action="append", default=[], metavar="ID=QUESTION", help="a yes/no question (repeatable)"
+    )
+    parser.add_argument(
+        "--choice",
+        action="append",
+        default=[],
+        metavar="ID=OPT1,OPT2[:QUESTION]",
+        help="a choice among options (repeatable)",
+    )
+    parser.add_argument(
+        "--score",
+        action="append",
+        default=[],
+        metavar="ID=L0|L1|...[:QUESTION]",
+        help="an ordinal rubric, levels from lowest to highest (repeatable)",
+    )
     parser.add_argument("--model", default="mini", help=f"{MODEL_HELP} (default mini)")
-    parser.add_argument("--api-key", default=None,
-                        help=f"bearer key for a remote System One server (default: ${API_KEY_ENV} if set)")
+    parser.add_argument(
+        "--api-key", default=None, help=f"bearer key for a remote System One server (default: ${API_KEY_ENV} if set)"
+    )
     parser.add_argument("--json", action="store_true", help="print the System One response JSON")
     parser.set_defaults(func=run)
 
@@ -65,13 +81,19 @@ def parse_inline_questions(args: argparse.Namespace) -> dict[str, dict[str, Any]
         qid, rest = _split_id(spec, "--choice")
         options, _, text = rest.partition(":")
         criteria = {o.strip(): None for o in options.split(",") if o.strip()}
-        _add_question(questions, qid, {"type": "choice", "instructions": text or f"Which {qid} applies?", "criteria": criteria},
-                      "--choice")
+        _add_question(
+            questions,
+            qid,
+            {"type": "choice", "instructions": text or f"Which {qid} applies?", "criteria": criteria},
+            "--choice",
+        )
     for spec in args.score:
         qid, rest = _split_id(spec, "--score")
         levels, _, text = rest.partition(":")
         criteria = [level.strip() for level in levels.split("|") if level.strip()]
-        _add_question(questions, qid, {"type": "score", "instructions": text or f"Rate {qid}.", "criteria": criteria}, "--score")
+        _add_question(
+            questions, qid, {"type": "score", "instructions": text or f"Rate {qid}.", "criteria": criteria}, "--score"
+        )
     return questions
 
 
@@ -84,15 +106,19 @@ def merge_questions(from_file: dict[str, Any], inline: dict[str, Any], path: str
     """
     clash = [qid for qid in inline if qid in from_file]
     if clash:
-        raise ValueError(f"question id {clash[0]!r} is given both in {path or '--questions'} and by an inline flag; "
-                         "each question id may appear once")
+        raise ValueError(
+            f"question id {clash[0]!r} is given both in {path or '--questions'} and by an inline flag; "
+            "each question id may appear once"
+        )
     return {**from_file, **inline}
 
 
 def _add_question(questions: dict[str, dict[str, Any]], qid: str, question: dict[str, Any], flag: str) -> None:
     if qid in questions:
-        raise ValueError(f"{flag}: question id {qid!r} is given twice; each question id may appear once "
-                         "(give each question its own id)")
+        raise ValueError(
+            f"{flag}: question id {qid!r} is given twice; each question id may appear once "
+            "(give each question its own id)"
+        )
     questions[qid] = question
 
 
@@ -171,7 +197,9 @@ def read_state(args: argparse.Namespace) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"--state-json: the state is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+        raise ValueError(
+            f"--state-json: the state is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
 
 
 def format_table(response: Any) -> str:
@@ -208,8 +236,9 @@ def format_table(response: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Run one decision and print it."""
-    questions = merge_questions(load_questions_file(args.questions) if args.questions else {},
-                                parse_inline_questions(args), args.questions)
+    questions = merge_questions(
+        load_questions_file(args.questions) if args.questions else {}, parse_inline_questions(args), args.questions
+    )
     if not questions:
         raise ValueError("no questions: give --questions FILE or at least one --noul, --choice or --score")
     typed = wire.validate_questions(questions)
@@ -225,7 +254,9 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(response))
         truncation = getattr(response, "extensions", {}).get("x_truncation")
         if truncation and truncation.get("truncated"):
-            print(f"\nnote: the state was truncated ({truncation['dropped_tokens']} of {truncation['state_tokens']} tokens dropped, policy {truncation['policy']})")
+            print(
+                f"\nnote: the state was truncated ({truncation['dropped_tokens']} of {truncation['state_tokens']} tokens dropped, policy {truncation['policy']})"
+            )
     return 0
 
 
@@ -238,5 +269,7 @@ def _invoke(model: Any, spec: str, request: dict[str, Any]) -> Any:
     try:
         return model.invoke(request)
     except httpx.TransportError as exc:
-        raise ConnectionError(f"cannot reach the System One server at {spec} ({type(exc).__name__}: {exc}); "
-                              "is `clef-agents serve` running there?") from None
+        raise ConnectionError(
+            f"cannot reach the System One server at {spec} ({type(exc).__name__}: {exc}); "
+            "is `clef-agents serve` running there?"
+        ) from None

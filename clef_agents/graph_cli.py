@@ -51,9 +51,7 @@ def _export(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     store = _open(args.db)
     decisions = store.decisions()
-    lanes = Counter(
-        (d["gate"], qid, item.get("lane")) for d in decisions for qid, item in d["route"].items()
-    )
+    lanes = Counter((d["gate"], qid, item.get("lane")) for d in decisions for qid, item in d["route"].items())
     sources = Counter((d["gate"], o["source"]) for d in decisions for o in d["outcomes"].values())
     summary = {
         "decisions": len(decisions),

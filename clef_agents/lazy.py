@@ -13,8 +13,9 @@ from importlib import import_module
 from typing import Any
 
 
-def lazy_attributes(package: str, modules: Mapping[str, str], namespace: dict[str, Any]
-                    ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_attributes(
+    package: str, modules: Mapping[str, str], namespace: dict[str, Any]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's ``__getattr__`` and ``__dir__``: ``modules`` maps each public name to the module that defines it;
     a name is imported on first use and kept in ``namespace`` (the package's ``globals()``)."""
 

@@ -94,11 +94,15 @@ def spec_kind(spec: str) -> SpecKind:
         if len(tiers) == 1:
             base, _ = reader_spec(spec)
             if spec_kind(base) != "checkpoint":
-                raise ValueError(f"{spec!r}: only a checkpoint ('mini' or a folder) has a question reader, not {base!r}")
+                raise ValueError(
+                    f"{spec!r}: only a checkpoint ('mini' or a folder) has a question reader, not {base!r}"
+                )
             return "checkpoint"
         fast, precise = tiers[0], TIER_SEPARATOR.join(tiers[1:])
         if not fast.strip() or not precise.strip():
-            raise ValueError(f"{spec!r} names a tiered model without both tiers: use 'FAST+PRECISE', e.g. 'mini+precise'")
+            raise ValueError(
+                f"{spec!r} names a tiered model without both tiers: use 'FAST+PRECISE', e.g. 'mini+precise'"
+            )
         spec_kind(fast.strip())
         spec_kind(precise.strip())
         return "tiered"
@@ -152,7 +156,9 @@ def load_model(spec: str = DEFAULT_SPEC, *, api_key: str | None = None) -> BaseD
 
         tiers = _tiers(spec)
         fast, precise = tiers[0], TIER_SEPARATOR.join(tiers[1:])
-        return TieredDecisionModel(load_model(fast.strip(), api_key=api_key), load_model(precise.strip(), api_key=api_key))
+        return TieredDecisionModel(
+            load_model(fast.strip(), api_key=api_key), load_model(precise.strip(), api_key=api_key)
+        )
     from clef_agents.model.threads import apply_default_threads
 
     apply_default_threads()  # the measured default for a process that answers requests (bench/threads)

@@ -49,9 +49,7 @@ class Band(BaseModel):
     @model_validator(mode="after")
     def _ordered(self) -> Band:
         if self.human_below > self.auto_at:
-            raise ValueError(
-                f"human_below ({self.human_below}) must not exceed auto_at ({self.auto_at})"
-            )
+            raise ValueError(f"human_below ({self.human_below}) must not exceed auto_at ({self.auto_at})")
         return self
 
     def lane(self, probability: float) -> Lane:

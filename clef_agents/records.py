@@ -135,9 +135,7 @@ class ValidationReport:
         return {
             "n_records": self.n_records,
             "n_invalid": len(self.invalid_records),
-            "errors": [
-                {"index": e.index, "question_id": e.question_id, "message": e.message} for e in self.errors
-            ],
+            "errors": [{"index": e.index, "question_id": e.question_id, "message": e.message} for e in self.errors],
             "balance": balance,
         }
 
@@ -243,9 +241,7 @@ def _dataset_name(record: Mapping[str, Any]) -> str:
     return UNKNOWN_DATASET
 
 
-def _check_record(
-    index: int, record: Any, require_all_labels: bool
-) -> tuple[list[RecordError], dict[str, str]]:
+def _check_record(index: int, record: Any, require_all_labels: bool) -> tuple[list[RecordError], dict[str, str]]:
     if not isinstance(record, Mapping):
         return [RecordError(index, None, f"a record must be an object, got {type(record).__name__}")], {}
     errors = _check_shape(index, record)
@@ -268,7 +264,9 @@ def _check_record(
             errors.append(RecordError(index, qid, str(exc)))
     for qid in given:
         if qid not in questions:
-            errors.append(RecordError(index, qid, f"label for a question that is not asked; questions: {', '.join(questions)}"))
+            errors.append(
+                RecordError(index, qid, f"label for a question that is not asked; questions: {', '.join(questions)}")
+            )
     return errors, labels
 
 
@@ -283,7 +281,11 @@ def _check_shape(index: int, record: Mapping[str, Any]) -> list[RecordError]:
         except wire.InvalidRequestError as exc:
             errors.append(RecordError(index, None, exc.errors[0]["msg"]))
     if "labels" in record and not isinstance(record["labels"], Mapping):
-        errors.append(RecordError(index, None, f"labels must be an object of question id → label, got {type(record['labels']).__name__}"))
+        errors.append(
+            RecordError(
+                index, None, f"labels must be an object of question id → label, got {type(record['labels']).__name__}"
+            )
+        )
     meta = record.get("meta")
     if meta is not None and not isinstance(meta, Mapping):
         errors.append(RecordError(index, None, f"meta must be an object, got {type(meta).__name__}"))
@@ -295,4 +297,3 @@ def _question_error(index: int, error: Mapping[str, Any]) -> RecordError:
     qid = str(loc[1]) if len(loc) > 1 and loc[0] == "questions" else None
     detail = ".".join(str(part) for part in loc[2:])
     return RecordError(index, qid, f"{detail}: {error['msg']}" if detail else error["msg"])
-

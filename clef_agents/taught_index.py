@@ -57,11 +57,18 @@ class TaughtQuestionInfo:
         """From one entry of ``taught.json`` (``type``, ``instructions``, ``names``, ``report``)."""
         report = entry.get("report") or {}
         head, taught = report.get("held_out_head") or {}, report.get("held_out_taught") or {}
-        return cls(type=str(entry["type"]), instructions=str(entry["instructions"]), options=tuple(str(n) for n in entry["names"]),
-                   records=report.get("records"), held_out=report.get("held_out"),
-                   head_accuracy=head.get("accuracy"), head_nll=head.get("nll"),
-                   taught_accuracy=taught.get("accuracy"), taught_nll=taught.get("nll"),
-                   features=report.get("features", entry.get("features")))
+        return cls(
+            type=str(entry["type"]),
+            instructions=str(entry["instructions"]),
+            options=tuple(str(n) for n in entry["names"]),
+            records=report.get("records"),
+            held_out=report.get("held_out"),
+            head_accuracy=head.get("accuracy"),
+            head_nll=head.get("nll"),
+            taught_accuracy=taught.get("accuracy"),
+            taught_nll=taught.get("nll"),
+            features=report.get("features", entry.get("features")),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON-ready data (``options`` a list).
@@ -111,15 +118,19 @@ def taught_table(questions: Sequence[TaughtQuestionInfo]) -> str:
         |---|---|---|---:|---:|---|---|
         | noul | Spam? | yes, no | 100 | 10 | 0.500 → 0.800 | 0.700 → 0.400 |
     """
-    lines = ["| type | question | options | records | held out | held-out acc (head → taught) | held-out NLL (head → taught) |",
-             "|---|---|---|---:|---:|---|---|"]
+    lines = [
+        "| type | question | options | records | held out | held-out acc (head → taught) | held-out NLL (head → taught) |",
+        "|---|---|---|---:|---:|---|---|",
+    ]
     for q in questions:
         options = ", ".join(q.options[:SHOWN_OPTIONS])
         if len(q.options) > SHOWN_OPTIONS:
             options += f", … ({len(q.options)} in all)"
         wording = " ".join(q.instructions.split()).replace("|", "\\|")
-        lines.append(f"| {q.type} | {wording} | {options} | {_number(q.records)} | {_number(q.held_out)} | "
-                     f"{_pair(q.head_accuracy, q.taught_accuracy)} | {_pair(q.head_nll, q.taught_nll)} |")
+        lines.append(
+            f"| {q.type} | {wording} | {options} | {_number(q.records)} | {_number(q.held_out)} | "
+            f"{_pair(q.head_accuracy, q.taught_accuracy)} | {_pair(q.head_nll, q.taught_nll)} |"
+        )
     return "\n".join(lines)
 
 

@@ -77,12 +77,16 @@ class FakeDecisionModel(BaseDecisionModel):
         answers: dict[str, Any] = {}
         for qid, q in typed.items():
             wire.raise_if_cancelled()
-            answers[qid] = wire.to_answer(q, self._probabilities(q, scripted[qid]) if qid in scripted else _hashed(state, q))
+            answers[qid] = wire.to_answer(
+                q, self._probabilities(q, scripted[qid]) if qid in scripted else _hashed(state, q)
+            )
         text = wire.state_text(state)
         usage = {"input_tokens": len(text.split()), "output_tokens": 0}
         untaught = [qid for qid in typed if qid in self.untaught]
         if untaught:
-            return wire.DecisionResponse(model=self.model, answers=answers, usage=usage, extensions={"x_untaught": untaught})
+            return wire.DecisionResponse(
+                model=self.model, answers=answers, usage=usage, extensions={"x_untaught": untaught}
+            )
         return ClassifierResponse(model=self.model, answers=answers, usage=usage)
 
     def _probabilities(self, question: wire.TextQuestion, value: ScriptedValue) -> list[float]:

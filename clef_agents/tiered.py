@@ -81,13 +81,20 @@ class TieredDecisionModel(BatchedDecisionModel):
         second = self._precise.batch([r for _, r in follow], return_exceptions=True) if follow else []
         out: list[ClassifierResponse | Exception] = list(first)
         for (index, request), response in zip(follow, second):
-            out[index] = response if isinstance(response, Exception) else self._merge(first[index], response, list(request["questions"]))
+            out[index] = (
+                response
+                if isinstance(response, Exception)
+                else self._merge(first[index], response, list(request["questions"]))
+            )
         return out
 
     def _merge(self, fast: ClassifierResponse, precise: ClassifierResponse, asked: list[str]) -> wire.DecisionResponse:
         answers = {**fast.answers, **{qid: precise.answers[qid] for qid in asked}}
-        usage = {key: int(fast.usage.get(key, 0)) + int(precise.usage.get(key, 0))
-                 for key in ("input_tokens", "output_tokens") if key in fast.usage or key in precise.usage}
+        usage = {
+            key: int(fast.usage.get(key, 0)) + int(precise.usage.get(key, 0))
+            for key in ("input_tokens", "output_tokens")
+            if key in fast.usage or key in precise.usage
+        }
         extensions = {**_extensions(fast), PRECISE_EXTENSION: asked}
         if "x_truncation" in _extensions(precise):
             extensions["x_precise_truncation"] = _extensions(precise)["x_truncation"]

@@ -119,7 +119,11 @@ def printable(text: str) -> str:
 
 
 def _error(loc: Sequence[Any], msg: str, kind: str = "value_error") -> dict[str, Any]:
-    return {"loc": [printable(part) if isinstance(part, str) else part for part in loc], "msg": printable(msg), "type": kind}
+    return {
+        "loc": [printable(part) if isinstance(part, str) else part for part in loc],
+        "msg": printable(msg),
+        "type": kind,
+    }
 
 
 @dataclass(frozen=True)
@@ -175,12 +179,20 @@ def _scan(value: Any, loc: list[Any], max_depth: int, finite: bool, scan: _Scan)
         elif isinstance(item, float):
             if finite and not math.isfinite(item):
                 shown = "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
-                scan.errors.append(_error(where, f"{shown} is not a JSON number; allowed: finite numbers", "finite_number"))
+                scan.errors.append(
+                    _error(where, f"{shown} is not a JSON number; allowed: finite numbers", "finite_number")
+                )
         elif isinstance(item, BaseMessage):
             stack.append((item.content, [*where, "content"], depth))
         elif isinstance(item, (Mapping, list, tuple)):
             if depth >= max_depth:
-                scan.errors.append(_error(where, f"nested deeper than {max_depth} levels of objects and arrays; allowed: at most {max_depth}", "too_deep"))
+                scan.errors.append(
+                    _error(
+                        where,
+                        f"nested deeper than {max_depth} levels of objects and arrays; allowed: at most {max_depth}",
+                        "too_deep",
+                    )
+                )
                 continue
             if isinstance(item, Mapping):
                 for key, child in item.items():
@@ -262,13 +274,25 @@ def validate_questions(questions: Any, limits: RequestLimits = DEFAULT_LIMITS) -
     """
     if not isinstance(questions, Mapping):
         raise InvalidRequestError(
-            [_error(["questions"], f"questions must be an object of id → question, got {type(questions).__name__}", "dict_type")]
+            [
+                _error(
+                    ["questions"],
+                    f"questions must be an object of id → question, got {type(questions).__name__}",
+                    "dict_type",
+                )
+            ]
         )
     if not questions:
         raise InvalidRequestError([_error(["questions"], "at least one question is required, got none", "too_short")])
     if len(questions) > limits.max_questions:
         raise InvalidRequestError(
-            [_error(["questions"], f"at most {limits.max_questions} questions per request, got {len(questions)}", "too_long")]
+            [
+                _error(
+                    ["questions"],
+                    f"at most {limits.max_questions} questions per request, got {len(questions)}",
+                    "too_long",
+                )
+            ]
         )
     typed: dict[str, TextQuestion] = {}
     errors: list[dict[str, Any]] = []
@@ -288,11 +312,23 @@ def _check_request_size(typed: Mapping[str, TextQuestion], chars: int, limits: R
     options = question_size(typed)
     if options > limits.max_total_options:
         raise InvalidRequestError(
-            [_error(["questions"], f"at most {limits.max_total_options} options over all questions (a noul counts 2, a score its levels), got {options}", "too_long")]
+            [
+                _error(
+                    ["questions"],
+                    f"at most {limits.max_total_options} options over all questions (a noul counts 2, a score its levels), got {options}",
+                    "too_long",
+                )
+            ]
         )
     if chars > limits.max_question_chars:
         raise InvalidRequestError(
-            [_error(["questions"], f"at most {limits.max_question_chars} characters of question text (ids, instructions, options, descriptions), got {chars}", "too_long")]
+            [
+                _error(
+                    ["questions"],
+                    f"at most {limits.max_question_chars} characters of question text (ids, instructions, options, descriptions), got {chars}",
+                    "too_long",
+                )
+            ]
         )
 
 
@@ -322,13 +358,25 @@ def _validate_question(qid: Any, question: Any, limits: RequestLimits, scan: _Sc
         raise InvalidRequestError(found)
     if isinstance(question, Box) or (isinstance(question, Mapping) and question.get("type") == "box"):
         raise InvalidRequestError(
-            [_error(loc, "box questions need an image model; clef_agents models read text only (allowed: noul, choice, score)", "unsupported_type")]
+            [
+                _error(
+                    loc,
+                    "box questions need an image model; clef_agents models read text only (allowed: noul, choice, score)",
+                    "unsupported_type",
+                )
+            ]
         )
     if isinstance(question, Mapping):
         question = _question_from_dict(loc, question)
     if not isinstance(question, (Noul, Choice, Score)):
         raise InvalidRequestError(
-            [_error(loc, f"a question must be a Noul, Choice or Score (or its JSON object), got {type(question).__name__}", "model_type")]
+            [
+                _error(
+                    loc,
+                    f"a question must be a Noul, Choice or Score (or its JSON object), got {type(question).__name__}",
+                    "model_type",
+                )
+            ]
         )
     _check_limits(loc, question)
     return question
@@ -360,17 +408,33 @@ def _question_from_dict(loc: list[Any], raw: Mapping[str, Any]) -> TextQuestion:
         body["instructions"] = ""
     if kind == "score" and isinstance(body.get("criteria"), Mapping):
         raise InvalidRequestError(
-            [_error([*loc, "criteria"], "score criteria must be a list of level descriptions (level 0 first), got an object", "list_type")]
+            [
+                _error(
+                    [*loc, "criteria"],
+                    "score criteria must be a list of level descriptions (level 0 first), got an object",
+                    "list_type",
+                )
+            ]
         )
     if kind == "choice" and "criteria" in body and not isinstance(body["criteria"], Mapping):
         raise InvalidRequestError(
-            [_error([*loc, "criteria"], f"choice criteria must be an object of option name → description, got {type(body['criteria']).__name__}", "dict_type")]
+            [
+                _error(
+                    [*loc, "criteria"],
+                    f"choice criteria must be an object of option name → description, got {type(body['criteria']).__name__}",
+                    "dict_type",
+                )
+            ]
         )
     criteria = body.get("criteria")
     if kind == "score" and isinstance(criteria, list) and len(criteria) < MIN_SCORE_LEVELS:
-        raise InvalidRequestError([_error(loc, f"a score needs {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, got {len(criteria)}")])
+        raise InvalidRequestError(
+            [_error(loc, f"a score needs {MIN_SCORE_LEVELS} to {MAX_SCORE_LEVELS} levels, got {len(criteria)}")]
+        )
     if kind == "choice" and isinstance(criteria, Mapping) and len(criteria) < MIN_CHOICE_OPTIONS:
-        raise InvalidRequestError([_error(loc, f"a choice needs {MIN_CHOICE_OPTIONS} to {MAX_CHOICE_OPTIONS} options, got {len(criteria)}")])
+        raise InvalidRequestError(
+            [_error(loc, f"a choice needs {MIN_CHOICE_OPTIONS} to {MAX_CHOICE_OPTIONS} options, got {len(criteria)}")]
+        )
     cls = {"noul": Noul, "choice": Choice, "score": Score}[kind]
     try:
         return cls.model_validate(body)
@@ -389,7 +453,9 @@ _ALLOWED_VALUES: dict[tuple[Any, ...], str] = {
 _ALLOWED_FIELDS = {(): "type, instructions, criteria", ("criteria",): "true, false"}
 
 
-def _pydantic_errors(loc: list[Any], kind: str, body: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _pydantic_errors(
+    loc: list[Any], kind: str, body: Mapping[str, Any], errors: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
     """pydantic's errors for one question as System One 422 entries: each names the field (never a
     pydantic type such as ``dict[str,json-or-python[...]]``), what was found and what is allowed.
 
@@ -415,7 +481,9 @@ def _pydantic_errors(loc: list[Any], kind: str, body: Mapping[str, Any], errors:
         if key in entries:
             entries[key]["type"] = entries[key]["type"] if entries[key]["type"] == "invalid_key" else "union_type"
             continue
-        entries[key] = _error([*loc, *where], _pydantic_message(kind, where, value, err), "union_type" if is_union else err["type"])
+        entries[key] = _error(
+            [*loc, *where], _pydantic_message(kind, where, value, err), "union_type" if is_union else err["type"]
+        )
     return list(entries.values())
 
 
@@ -471,7 +539,9 @@ def _check_limits(loc: list[Any], question: TextQuestion) -> None:
             )
         empty = [name for name in question.criteria if not _OPTION_NAME.search(name)]
         if empty:
-            raise InvalidRequestError([_error([*loc, "criteria"], f"option names need a character that is not white space, got {empty[0]!r}")])
+            raise InvalidRequestError(
+                [_error([*loc, "criteria"], f"option names need a character that is not white space, got {empty[0]!r}")]
+            )
     elif isinstance(question, Score):
         n = len(question.criteria)
         if not MIN_SCORE_LEVELS <= n <= MAX_SCORE_LEVELS:
@@ -482,7 +552,10 @@ def _check_limits(loc: list[Any], question: TextQuestion) -> None:
         if missing:
             # the legend echoes each level, and SDKs reject a null legend value
             raise InvalidRequestError(
-                [_error([*loc, "criteria", i], "a score level needs a description (text or JSON), got null") for i in missing]
+                [
+                    _error([*loc, "criteria", i], "a score level needs a description (text or JSON), got null")
+                    for i in missing
+                ]
             )
 
 
@@ -556,8 +629,11 @@ def state_text(state: Any, roles: Mapping[str, str] | None = None) -> str:
 
 
 def _is_message_list(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str) and bool(value) and all(
-        isinstance(m, BaseMessage) for m in value
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and bool(value)
+        and all(isinstance(m, BaseMessage) for m in value)
     )
 
 
@@ -589,9 +665,17 @@ def check_state(state: Any, limits: RequestLimits = DEFAULT_LIMITS, finite: bool
         ...
         clef_agents.wire.InvalidRequestError: state.a.0: nested deeper than 2 levels of objects and arrays; allowed: at most 2
     """
-    if not (isinstance(state, (str, BaseMessage, Mapping)) or (isinstance(state, Sequence) and not isinstance(state, bytes))):
+    if not (
+        isinstance(state, (str, BaseMessage, Mapping)) or (isinstance(state, Sequence) and not isinstance(state, bytes))
+    ):
         raise InvalidRequestError(
-            [_error(["state"], f"state must be a string, object, array or LangChain messages, got {type(state).__name__}", "union_type")]
+            [
+                _error(
+                    ["state"],
+                    f"state must be a string, object, array or LangChain messages, got {type(state).__name__}",
+                    "union_type",
+                )
+            ]
         )
     if isinstance(state, Sequence) and not isinstance(state, (str, list, tuple)):
         state = list(state)
@@ -600,7 +684,13 @@ def check_state(state: Any, limits: RequestLimits = DEFAULT_LIMITS, finite: bool
         raise InvalidRequestError(scan.errors)
     if scan.chars > limits.max_state_chars:
         raise InvalidRequestError(
-            [_error(["state"], f"at most {limits.max_state_chars} characters of state text, got {scan.chars}", "too_long")]
+            [
+                _error(
+                    ["state"],
+                    f"at most {limits.max_state_chars} characters of state text, got {scan.chars}",
+                    "too_long",
+                )
+            ]
         )
 
 
@@ -791,7 +881,9 @@ def parse_request(body: Any, limits: RequestLimits = DEFAULT_LIMITS) -> WireRequ
         True
     """
     if not isinstance(body, Mapping):
-        raise InvalidRequestError([_error(["body"], f"the request body must be a JSON object, got {type(body).__name__}", "dict_type")])
+        raise InvalidRequestError(
+            [_error(["body"], f"the request body must be a JSON object, got {type(body).__name__}", "dict_type")]
+        )
     errors: list[dict[str, Any]] = []
     if "state" not in body:
         errors.append(_error(["state"], "field required", "missing"))
@@ -836,7 +928,10 @@ def request_to_wire(state: Any, questions: Mapping[str, TextQuestion], model: st
         >>> request_to_wire("hi", {"q": Noul(instructions="Greeting?")})["questions"]["q"]["type"]
         'noul'
     """
-    body: dict[str, Any] = {"state": _jsonable_state(state), "questions": {k: question_to_wire(q) for k, q in questions.items()}}
+    body: dict[str, Any] = {
+        "state": _jsonable_state(state),
+        "questions": {k: question_to_wire(q) for k, q in questions.items()},
+    }
     if model is not None:
         body["model"] = model
     return body
@@ -854,7 +949,10 @@ def response_to_wire(response: ClassifierResponse, extensions: Mapping[str, Any]
     body: dict[str, Any] = {
         "model": response.model,
         "answers": {qid: answer.model_dump(mode="json") for qid, answer in response.answers.items()},
-        "usage": {"input_tokens": int(usage.get("input_tokens", 0)), "output_tokens": int(usage.get("output_tokens", 0))},
+        "usage": {
+            "input_tokens": int(usage.get("input_tokens", 0)),
+            "output_tokens": int(usage.get("output_tokens", 0)),
+        },
     }
     if response.request_id:
         body["x_request_id"] = response.request_id

@@ -32,8 +32,15 @@ from clef_agents.autopilot import Autopilot  # noqa: E402
 from clef_agents.graph import DecisionGate, DecisionState, FakeToolCallingChatModel, load_decision_model  # noqa: E402
 
 STREAM = Path(__file__).parent / "data" / "snips_stream.jsonl"
-INTENTS = ("AddToPlaylist", "BookRestaurant", "GetWeather", "PlayMusic", "RateBook", "SearchCreativeWork",
-           "SearchScreeningEvent")
+INTENTS = (
+    "AddToPlaylist",
+    "BookRestaurant",
+    "GetWeather",
+    "PlayMusic",
+    "RateBook",
+    "SearchCreativeWork",
+    "SearchScreeningEvent",
+)
 QUESTIONS = {"intent": Choice(instructions="What does the user want to do?", criteria={i: None for i in INTENTS})}
 BLOCK = 150
 
@@ -88,9 +95,11 @@ def main() -> int:
     pilot = Autopilot(folder / "autopilot.sqlite")
     teacher = scripted_teacher(intent_of)
     graph = build(load_decision_model(args.model), pilot, teacher)
-    print(f"{len(rows)} requests; question: {QUESTIONS['intent'].instructions!r}; teacher: a scripted LLM; "
-          f"target: automatic answers agree with the teacher at {pilot.config.target:.0%} "
-          f"({pilot.config.confidence:.0%} confidence)\n")
+    print(
+        f"{len(rows)} requests; question: {QUESTIONS['intent'].instructions!r}; teacher: a scripted LLM; "
+        f"target: automatic answers agree with the teacher at {pilot.config.target:.0%} "
+        f"({pilot.config.confidence:.0%} confidence)\n"
+    )
     print(f"{'requests':>9}  {'teacher calls':>13}  {'automatic':>9}  {'automatic right':>15}  serving version")
     shares, started = [], time.perf_counter()
     calls = auto = auto_right = 0
@@ -110,13 +119,17 @@ def main() -> int:
             calls = auto = auto_right = 0
     pilot.wait_idle()
     (row,) = pilot.status()
-    print(f"\n{time.perf_counter() - started:.0f} s. Teacher calls saved: {row['teacher_calls_saved']} of {row['items']} "
-          f"({row['saved_share']:.0%}); labels by source {row['labels']}; {row['versions']} versions fitted; "
-          f"state: {row['state']}, threshold {row['threshold']}.")
+    print(
+        f"\n{time.perf_counter() - started:.0f} s. Teacher calls saved: {row['teacher_calls_saved']} of {row['items']} "
+        f"({row['saved_share']:.0%}); labels by source {row['labels']}; {row['versions']} versions fitted; "
+        f"state: {row['state']}, threshold {row['threshold']}."
+    )
     args.plot.parent.mkdir(parents=True, exist_ok=True)
     plot(shares, args.plot)
-    print(f"Plot of the teacher-call share: {args.plot}. Store: {pilot.store.path} "
-          f"(clef-agents autopilot status --store {pilot.store.path}).")
+    print(
+        f"Plot of the teacher-call share: {args.plot}. Store: {pilot.store.path} "
+        f"(clef-agents autopilot status --store {pilot.store.path})."
+    )
     pilot.close()
     return 0
 

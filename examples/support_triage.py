@@ -106,13 +106,19 @@ def run(model_name: str, messages: list[str], traces_path: Path) -> int:
     by_source = Counter(r["meta"]["source"] for r in records)
     print(f"\ntrace store: {traces.path} ({traces.count()} decisions); exportable records by source: {dict(by_source)}")
     print(f"export them with: clef-agents traces export {traces.path} --out records.jsonl")
-    print("then teach the gate its reviewers' answers: clef-agents teach --model mini --records records.jsonl --catch-all other --out runs/mini-taught")
+    print(
+        "then teach the gate its reviewers' answers: clef-agents teach --model mini --records records.jsonl --catch-all other --out runs/mini-taught"
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="mini", help="'mini' (default), a checkpoint folder, 'fake-keywords' (the keyword-scripted fake) or any other spec of clef_agents.load_model")
+    parser.add_argument(
+        "--model",
+        default="mini",
+        help="'mini' (default), a checkpoint folder, 'fake-keywords' (the keyword-scripted fake) or any other spec of clef_agents.load_model",
+    )
     parser.add_argument("--traces", type=Path, default=None, help="SQLite trace file (default: a fresh temp file)")
     parser.add_argument("messages", nargs="*", help="support messages (default: five built-in ones)")
     args = parser.parse_args(argv)

@@ -15,6 +15,9 @@ from clef_agents.graph.ready import build_support_triage, demo_escalation_llm, s
 _settings = served_settings()
 _store = os.environ.get("CLEF_AGENTS_AUTOPILOT") or Path.home() / ".cache" / "clef_agents" / "autopilot.sqlite"
 graph = build_support_triage(
-    _settings["model"], chat_model=demo_escalation_llm(), policy=_settings["policy"], traces=_settings["traces"],
+    _settings["model"],
+    chat_model=demo_escalation_llm(),
+    policy=_settings["policy"],
+    traces=_settings["traces"],
     autopilot=Autopilot(_store),
 )

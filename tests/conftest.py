@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from tiny_models import tiny_backbone
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -21,5 +20,3 @@ def encoder_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def decoder_dir(tmp_path_factory):
     return tiny_backbone("decoder", tmp_path_factory.mktemp("tiny_qwen3"))
-
-

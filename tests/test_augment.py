@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from clef_agents.records import validate_records
 from clef_agents.train import datasets
 from clef_agents.train.augment import (
     AugmentConfig,
@@ -16,7 +17,6 @@ from clef_agents.train.augment import (
     renamed_option,
 )
 from clef_agents.train.datasets import DATASETS, available_splits, load_records
-from clef_agents.records import validate_records
 
 try:
     datasets.data_root()
@@ -27,8 +27,15 @@ except FileNotFoundError:
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason="shared data folder not found (set CLEF_AGENTS_DATA)")
 
 EVERYTHING = AugmentConfig(
-    shuffle_options=0.9, shuffle_questions=0.9, option_subset=0.6, question_subset=0.5, paraphrase=0.7,
-    rename_options=0.5, description_dropout=0.3, derived_nouls=0.6, max_derived_nouls=3,
+    shuffle_options=0.9,
+    shuffle_questions=0.9,
+    option_subset=0.6,
+    question_subset=0.5,
+    paraphrase=0.7,
+    rename_options=0.5,
+    description_dropout=0.3,
+    derived_nouls=0.6,
+    max_derived_nouls=3,
 )
 
 
@@ -46,7 +53,11 @@ def _intent_record():
                     "other_topic": "None of the others.",
                 },
             },
-            "urgent": {"type": "noul", "instructions": "Is it urgent?", "criteria": {"true": "Now.", "false": "Later."}},
+            "urgent": {
+                "type": "noul",
+                "instructions": "Is it urgent?",
+                "criteria": {"true": "Now.", "false": "Later."},
+            },
         },
         "labels": {"intent": "card_arrival", "urgent": False},
         "meta": {"dataset": "hand", "split": "train", "source": "hand"},
@@ -86,8 +97,16 @@ def test_renaming_keeps_descriptions_and_moves_the_label():
 
 
 def test_option_subsets_keep_the_true_option_and_vary_in_size():
-    config = AugmentConfig(0, 0, option_subset=1.0, question_subset=0, paraphrase=0, rename_options=0,
-                           description_dropout=0, derived_nouls=0)
+    config = AugmentConfig(
+        0,
+        0,
+        option_subset=1.0,
+        question_subset=0,
+        paraphrase=0,
+        rename_options=0,
+        description_dropout=0,
+        derived_nouls=0,
+    )
     sizes = Counter()
     for seed in range(200):
         out = augment_record(_intent_record(), random.Random(seed), config)
@@ -98,8 +117,16 @@ def test_option_subsets_keep_the_true_option_and_vary_in_size():
 
 
 def test_shuffles_change_order_but_not_content():
-    config = AugmentConfig(shuffle_options=1.0, shuffle_questions=1.0, option_subset=0, question_subset=0,
-                           paraphrase=0, rename_options=0, description_dropout=0, derived_nouls=0)
+    config = AugmentConfig(
+        shuffle_options=1.0,
+        shuffle_questions=1.0,
+        option_subset=0,
+        question_subset=0,
+        paraphrase=0,
+        rename_options=0,
+        description_dropout=0,
+        derived_nouls=0,
+    )
     orders, question_orders = set(), set()
     for seed in range(40):
         out = augment_record(_intent_record(), random.Random(seed), config)
@@ -111,8 +138,9 @@ def test_shuffles_change_order_but_not_content():
 
 
 def test_question_subset_keeps_at_least_one_question_with_its_label():
-    config = AugmentConfig(0, 0, 0, question_subset=1.0, paraphrase=0, rename_options=0, description_dropout=0,
-                           derived_nouls=0)
+    config = AugmentConfig(
+        0, 0, 0, question_subset=1.0, paraphrase=0, rename_options=0, description_dropout=0, derived_nouls=0
+    )
     kept = Counter()
     for seed in range(100):
         out = augment_record(_intent_record(), random.Random(seed), config)
@@ -166,8 +194,16 @@ def test_augmented_records_of_every_dataset_validate(name):
 @needs_data
 def test_clinc_subsets_keep_oos_and_instructions_follow_renames():
     records = load_records("clinc150", "train", limit=20, seed=5)
-    config = AugmentConfig(0, 0, option_subset=1.0, question_subset=0, paraphrase=0, rename_options=1.0,
-                           description_dropout=0, derived_nouls=0)
+    config = AugmentConfig(
+        0,
+        0,
+        option_subset=1.0,
+        question_subset=0,
+        paraphrase=0,
+        rename_options=1.0,
+        description_dropout=0,
+        derived_nouls=0,
+    )
     for seed, record in enumerate(records * 5):
         out = augment_record(record, random.Random(seed), config)
         criteria = out["questions"]["intent"]["criteria"]

@@ -5,17 +5,22 @@ label across a restart, and asks no teacher twice for one item."""
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 
 from clef_agents.autopilot import Autopilot, LabelStore
 from clef_agents.autopilot.learner import Learner
 from clef_agents.autopilot.pilot import AutopilotConfig, attempt_share
-from clef_agents.autopilot.store import LabelledItem
 from clef_agents.autopilot.replay import Stream, replay
+from clef_agents.autopilot.store import LabelledItem
 
 QUESTION = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "tech": None, "sales": None}}
-WORDS = (["invoice", "refund", "charge", "payment"], ["crash", "error", "bug", "login"], ["price", "demo", "quote", "plan"])
+WORDS = (
+    ["invoice", "refund", "charge", "payment"],
+    ["crash", "error", "bug", "login"],
+    ["price", "demo", "quote", "plan"],
+)
 
 
 def synthetic_stream(n: int, seed: int = 0, flip_at: int | None = None) -> Stream:
@@ -69,7 +74,9 @@ def test_drift_withdraws_automatic_answering_and_a_later_version_is_certified_ag
     key = ap.store.questions()[0]["question_key"]
     withdrawn = [e["detail"]["seq"] for e in ap.store.events(key) if e["kind"] == "withdrawn"]
     assert withdrawn and 2000 < withdrawn[0] <= 2300
-    after = [v.report["last_seq"] for v in ap.store.versions(key) if v.certified and v.report["last_seq"] > withdrawn[0]]
+    after = [
+        v.report["last_seq"] for v in ap.store.versions(key) if v.certified and v.report["last_seq"] > withdrawn[0]
+    ]
     assert after, "the question must be certified again on labels after the change"
     assert (result.lanes[after[0] + 1 :] == "auto").any()
 
@@ -181,8 +188,20 @@ def _sample_with_sure_disagreements(n: int = 600) -> list[LabelledItem]:
     items = []
     for k, p in enumerate(p_yes):
         label = int(p < 0.5) if k not in surest else int(p >= 0.5)
-        items.append(LabelledItem(seq=k, item_key=f"i{k}", state_text="x", model_probs=[float(p), float(1 - p)],
-                                  marked=True, eligible=False, auto_label=None, version=0, label=label, source="llm"))
+        items.append(
+            LabelledItem(
+                seq=k,
+                item_key=f"i{k}",
+                state_text="x",
+                model_probs=[float(p), float(1 - p)],
+                marked=True,
+                eligible=False,
+                auto_label=None,
+                version=0,
+                label=label,
+                source="llm",
+            )
+        )
     return items
 
 
@@ -200,9 +219,21 @@ def test_the_sequence_start_is_checked_and_used_by_certification():
 def test_later_certification_attempts_on_the_same_sample_spend_less_of_the_error_budget():
     rng = np.random.default_rng(1)
     p_yes, wrong = rng.uniform(0, 1, 400), rng.random(400) < 0.02
-    sample = [LabelledItem(seq=k, item_key=f"i{k}", state_text="x", model_probs=[float(p), float(1 - p)], marked=True,
-                           eligible=False, auto_label=None, version=0, label=int((p < 0.5) != w), source="llm")
-              for k, (p, w) in enumerate(zip(p_yes, wrong))]
+    sample = [
+        LabelledItem(
+            seq=k,
+            item_key=f"i{k}",
+            state_text="x",
+            model_probs=[float(p), float(1 - p)],
+            marked=True,
+            eligible=False,
+            auto_label=None,
+            version=0,
+            label=int((p < 0.5) != w),
+            source="llm",
+        )
+        for k, (p, w) in enumerate(zip(p_yes, wrong))
+    ]
     ap = Autopilot(":memory:", embeddings=False, background=False)
     first, tenth = ap.certify(Learner.model_answer(2), sample, 1), ap.certify(Learner.model_answer(2), sample, 10)
     assert first["certified"] and first["spent"] and first["delta"] == pytest.approx(0.1 * 6 / math.pi**2)
@@ -231,6 +262,9 @@ def test_a_version_is_tested_only_after_it_passes_the_screen_on_training_labels_
     assert all(0 < v.report["screen"]["held_out"] < v.report["train"] for v in versions if v.report["train"] >= 4)
     unscreened = pilot(screen_share=0.0)
     replay(unscreened, QUESTION, stream, lambda i: int(noise[i]))
-    assert all(v.report["screen"]["reason"] == "no screen" for v in unscreened.store.versions(unscreened.store.questions()[0]["question_key"]))
+    assert all(
+        v.report["screen"]["reason"] == "no screen"
+        for v in unscreened.store.versions(unscreened.store.questions()[0]["question_key"])
+    )
     with pytest.raises(ValueError, match=r"screen_share must be in \[0, 1\), got 1.0"):
         AutopilotConfig(screen_share=1.0)

@@ -34,15 +34,30 @@ def write_records(path: Path, n: int) -> None:
 
 
 def replay_command(records: Path, store: Path, log: Path) -> list[str]:
-    return [sys.executable, "-m", "clef_agents.cli", "autopilot", "replay", "--records", str(records), "--store",
-            str(store), "--model", "fake", "--no-embeddings", "--teacher-log", str(log), "--json"]
+    return [
+        sys.executable,
+        "-m",
+        "clef_agents.cli",
+        "autopilot",
+        "replay",
+        "--records",
+        str(records),
+        "--store",
+        str(store),
+        "--model",
+        "fake",
+        "--no-embeddings",
+        "--teacher-log",
+        str(log),
+        "--json",
+    ]
 
 
 def check_store(store_path: Path, log: Path, finished: bool) -> None:
     store = LabelStore(store_path)
     try:
         calls: dict[str, list[float]] = {}
-        for line in (log.read_text().splitlines() if log.exists() else []):
+        for line in log.read_text().splitlines() if log.exists() else []:
             key, at = line.split()
             calls.setdefault(key, []).append(float(at))
         keys = [q["question_key"] for q in store.questions()]
@@ -74,8 +89,9 @@ def test_kill_9_during_a_replay_loses_no_label_and_repeats_no_teacher_call(tmp_p
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     rng = np.random.default_rng(1)
     for _ in range(KILLS):
-        process = subprocess.Popen(replay_command(records, store, log), env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            replay_command(records, store, log), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         # kill after a random number of new teacher calls, however fast this machine is today
         target = _calls(log) + int(rng.integers(1, 60))
         deadline = time.monotonic() + 300

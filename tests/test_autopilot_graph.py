@@ -26,8 +26,9 @@ def tickets(n: int, seed: int = 0) -> list[tuple[str, str]]:
     out = []
     for i in range(n):
         team = ("billing", "tech")[int(rng.integers(2))]
-        out.append((" ".join([*rng.choice(WORDS[team], 2), *(f"w{int(x)}" for x in rng.integers(0, 300, 5)), f"#{i}"]),
-                    team))
+        out.append(
+            (" ".join([*rng.choice(WORDS[team], 2), *(f"w{int(x)}" for x in rng.integers(0, 300, 5)), f"#{i}"]), team)
+        )
     return out
 
 
@@ -41,8 +42,15 @@ def llm_teacher() -> FakeToolCallingChatModel:
 
 def graph_with(autopilot, chat=None, teacher_lane="llm"):
     # the model is sure of the wrong team: without the autopilot its answers would all be automatic
-    gate = DecisionGate(FakeDecisionModel(answers={"dept": {"billing": 0.02, "tech": 0.98}}), QUESTIONS, name="triage",
-                        input="text", chat_model=chat, autopilot=autopilot, teacher_lane=teacher_lane)
+    gate = DecisionGate(
+        FakeDecisionModel(answers={"dept": {"billing": 0.02, "tech": 0.98}}),
+        QUESTIONS,
+        name="triage",
+        input="text",
+        chat_model=chat,
+        autopilot=autopilot,
+        teacher_lane=teacher_lane,
+    )
     builder = StateGraph(S)
     gate.attach(builder, after=START, then="__end__")
     return builder.compile(checkpointer=InMemorySaver())
@@ -104,8 +112,9 @@ def test_a_bigger_decision_model_can_teach_before_any_llm():
     teacher = FakeDecisionModel(answer_fn=lambda state, questions: {"dept": team_of(str(state))}, model="big")
     pilot = Autopilot(":memory:", background=False, embeddings=False, teacher_model=teacher)
     chat = llm_teacher()
-    node = DecisionNode(FakeDecisionModel(answers={"dept": "tech"}), QUESTIONS, name="triage", input="text",
-                        autopilot=pilot)
+    node = DecisionNode(
+        FakeDecisionModel(answers={"dept": "tech"}), QUESTIONS, name="triage", input="text", autopilot=pilot
+    )
     update = node.invoke({"text": "refund my invoice"})
     final = update["decisions"]["triage"]["final"]["dept"]
     assert final == {"label": "billing", "source": "llm", "probability": None}
@@ -122,9 +131,22 @@ def test_the_demo_streams_requests_and_plots_the_teacher_call_share(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     plot = tmp_path / "share.png"
-    done = subprocess.run([sys.executable, str(root / "examples" / "autopilot_demo.py"), "--model", "fake", "--items",
-                           "300", "--plot", str(plot)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(root / "examples" / "autopilot_demo.py"),
+            "--model",
+            "fake",
+            "--items",
+            "300",
+            "--plot",
+            str(plot),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Teacher calls saved:" in done.stdout and "teacher calls" in done.stdout
     assert plot.stat().st_size > 1000

@@ -54,13 +54,28 @@ def postgres(tmp_path_factory):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    init = subprocess.run([*run_as, initdb, "-D", str(data), "-U", "clef", "--auth=trust"], capture_output=True,
-                          text=True)
+    init = subprocess.run(
+        [*run_as, initdb, "-D", str(data), "-U", "clef", "--auth=trust"], capture_output=True, text=True
+    )
     if init.returncode != 0:
         pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
-    started = subprocess.run([*run_as, pg_ctl, "-D", str(data), "-l", str(folder / "log"), "-w", "-o",
-                              f"-p {port} -k {folder} -c listen_addresses=127.0.0.1", "start"],
-                             capture_output=True, text=True, timeout=60)
+    started = subprocess.run(
+        [
+            *run_as,
+            pg_ctl,
+            "-D",
+            str(data),
+            "-l",
+            str(folder / "log"),
+            "-w",
+            "-o",
+            f"-p {port} -k {folder} -c listen_addresses=127.0.0.1",
+            "start",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if started.returncode != 0:
         pytest.skip(f"the PostgreSQL server did not start: {started.stderr.strip()[-300:]}")
     try:
@@ -75,8 +90,9 @@ def texts(n: int, seed: int) -> list[tuple[str, int]]:
     for i in range(n):
         money = bool(rng.integers(2))
         words = rng.choice(MONEY if money else OTHER, 2)
-        out.append((" ".join([*words, *(f"w{int(x)}" for x in rng.integers(0, 200, 4)), f"#{seed}-{i}"]),
-                    0 if money else 1))
+        out.append(
+            (" ".join([*words, *(f"w{int(x)}" for x in rng.integers(0, 200, 4)), f"#{seed}-{i}"]), 0 if money else 1)
+        )
     return out
 
 

@@ -33,7 +33,9 @@ def test_wordings_file_is_the_one_the_committed_results_measured() -> None:
     if not RESULTS.exists():
         pytest.skip("no committed results yet")
     recorded = json.loads(RESULTS.read_text())["meta"]["tasks_sha256"]
-    assert tasks_sha256() == recorded, "tasks.yaml changed after it was measured: wordings are frozen, add tasks_v2.yaml instead"
+    assert tasks_sha256() == recorded, (
+        "tasks.yaml changed after it was measured: wordings are frozen, add tasks_v2.yaml instead"
+    )
 
 
 def test_every_task_reads_a_held_out_or_leave_one_out_set_with_five_wordings() -> None:
@@ -66,7 +68,9 @@ def test_score_negated_wording_reverses_the_ladder() -> None:
 def test_auroc_matches_the_pairwise_definition() -> None:
     scores = [0.1, 0.4, 0.35, 0.8, 0.4, 0.9, 0.2]
     labels = [0, 0, 1, 1, 1, 0, 1]
-    pairs = [(s_p, s_n) for (s_p, l_p), (s_n, l_n) in itertools.product(zip(scores, labels), repeat=2) if l_p and not l_n]
+    pairs = [
+        (s_p, s_n) for (s_p, l_p), (s_n, l_n) in itertools.product(zip(scores, labels), repeat=2) if l_p and not l_n
+    ]
     expected = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in pairs) / len(pairs)
     assert M.auroc(scores, labels) == pytest.approx(expected)
     assert M.auroc([0.3, 0.2], [1, 1]) != M.auroc([0.3, 0.2], [1, 1])  # NaN with one class
@@ -80,19 +84,33 @@ def test_spearman_and_coherence_gaps() -> None:
 
 
 def _toy_noul_task() -> Task:
-    return Task.from_dict({
-        "id": "toy", "dataset": "toy", "type": "noul", "yes": "urgent",
-        "label_names": {"urgent": "urgent", "calm": "not urgent"},
-        "wordings": {"plain": "Is this urgent?", "formal": "Does this require immediate action?", "terse": "Urgent?",
-                     "paraphrase": "Must this be handled right now?", "negated": "Can this wait?"},
-    })
+    return Task.from_dict(
+        {
+            "id": "toy",
+            "dataset": "toy",
+            "type": "noul",
+            "yes": "urgent",
+            "label_names": {"urgent": "urgent", "calm": "not urgent"},
+            "wordings": {
+                "plain": "Is this urgent?",
+                "formal": "Does this require immediate action?",
+                "terse": "Urgent?",
+                "paraphrase": "Must this be handled right now?",
+                "negated": "Can this wait?",
+            },
+        }
+    )
 
 
 def test_a_wording_blind_keyword_model_is_caught_by_the_negation_relations() -> None:
     """A fake that says yes on 'down' whatever the question: perfect on plain, inverted on the negation."""
     model = FakeDecisionModel(answer_fn=lambda state, questions: {"q": [0.9, 0.1] if "down" in state else [0.1, 0.9]})
-    items = [Item("production is down!", "urgent", 0), Item("site down since 5 min", "urgent", 1),
-             Item("thanks, all good", "calm", 2), Item("no rush, next week", "calm", 3)]
+    items = [
+        Item("production is down!", "urgent", 0),
+        Item("site down since 5 min", "urgent", 1),
+        Item("thanks, all good", "calm", 2),
+        Item("no rush, next week", "calm", 3),
+    ]
     result = evaluate_task(_toy_noul_task(), items, ModelAnswerer("fake", model))
 
     assert result["variants"]["plain"]["auroc"] == 1.0
@@ -121,7 +139,14 @@ def test_lanes_count_what_the_default_policy_automates_and_how_often_it_is_wrong
     the pooled shares add up to one."""
     gold = [0, 1, 0, 1]
     sure_wrong = M.lane_counts([[0.05, 0.95], [0.97, 0.03], [0.95, 0.05], [0.2, 0.8]], gold)
-    assert sure_wrong == {"n": 4, "auto": 3, "auto_wrong": 2, "llm": 1, "human": 0, "confidence_auroc": 0.125}  # sure when wrong: p ranks them first
+    assert sure_wrong == {
+        "n": 4,
+        "auto": 3,
+        "auto_wrong": 2,
+        "llm": 1,
+        "human": 0,
+        "confidence_auroc": 0.125,
+    }  # sure when wrong: p ranks them first
     unsure = M.lane_counts([[0.52, 0.28, 0.2], [0.29, 0.51, 0.2], [0.3, 0.3, 0.4], [0.25, 0.55, 0.2]], gold)
     assert unsure["auto"] == 0 and unsure["human"] == 1 and unsure["llm"] == 3  # a top option under 0.5 goes to a human
     pooled = M.pooled_lanes([sure_wrong, unsure])
@@ -137,8 +162,18 @@ def test_report_renders_markdown_and_plots(tmp_path: Path) -> None:
     result = evaluate_task(_toy_noul_task(), items, ModelAnswerer("fake", model))
     results = {
         "methods": {"fake": {"info": {"key": "fake"}, "tasks": [result], "summary": summarise([result])}},
-        "meta": {"command": "test", "requests_per_method": 24, "n_per_task": 4, "seed": 0, "wall_s": 0.1, "machine": "test",
-                 "date": "today", "tasks_file": "x", "tasks_sha256": "0" * 64, "split": []},
+        "meta": {
+            "command": "test",
+            "requests_per_method": 24,
+            "n_per_task": 4,
+            "seed": 0,
+            "wall_s": 0.1,
+            "machine": "test",
+            "date": "today",
+            "tasks_file": "x",
+            "tasks_sha256": "0" * 64,
+            "split": [],
+        },
     }
     render(results, tmp_path)
     page = (tmp_path / "results.md").read_text()
@@ -194,7 +229,9 @@ def test_the_benchmark_reads_a_local_lm_again_under_other_answer_settings(folder
     settings.write_text(LMSettings(noul_both_forms=True, calibration=Calibration(noul_a=0.5)).model_dump_json())
     tiny, both = build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])
     assert both.key == "both" and both.model.lm.model is tiny.model.lm.model and both.info()["trained_on"] == []
-    assert both.model.lm.noul_both_forms and both.model.lm.calibration.noul_a == 0.5 and not tiny.model.lm.noul_both_forms
+    assert (
+        both.model.lm.noul_both_forms and both.model.lm.calibration.noul_a == 0.5 and not tiny.model.lm.noul_both_forms
+    )
     settings.write_text(LMSettings(answer="name").model_dump_json())
     with pytest.raises(SystemExit, match="differs from tiny's settings in answer; a variant may change only"):
         build_answerers([], [f"tiny=lm:{folder}"], [f"both={settings}"])

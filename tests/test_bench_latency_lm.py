@@ -20,8 +20,25 @@ from tests.tiny_models import tiny_causal_lm
 def test_the_lm_latency_bench_times_the_tier_beside_its_floors(tmp_path):
     folder = tiny_causal_lm(tmp_path / "lm")
     out = tmp_path / "out"
-    assert main(["--lm", str(folder), "--reps", "2", "--warmup", "0", "--threads", "1",
-                 "--cases", "a_one_noul,f_choice_2", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--lm",
+                str(folder),
+                "--reps",
+                "2",
+                "--warmup",
+                "0",
+                "--threads",
+                "1",
+                "--cases",
+                "a_one_noul,f_choice_2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = json.loads((out / "lm_lm.json").read_text())
     assert set(result["cases"]) == {"a_one_noul", "f_choice_2"}
     for case in result["cases"].values():

@@ -20,7 +20,11 @@ from bench.compare.report import render  # noqa: E402
 from clef_agents.testing import FakeDecisionModel  # noqa: E402
 from clef_agents.train.metrics import expected_calibration_error  # noqa: E402
 
-TEAM = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "payments", "tech": "bugs", "sales": "buying"}}
+TEAM = {
+    "type": "choice",
+    "instructions": "Which team?",
+    "criteria": {"billing": "payments", "tech": "bugs", "sales": "buying"},
+}
 RECORDS = [
     {"state": "I was charged twice", "questions": {"team": TEAM}, "labels": {"team": "billing"}},
     {"state": "the app crashes on login", "questions": {"team": TEAM}, "labels": {"team": "tech"}},
@@ -29,7 +33,11 @@ RECORDS = [
 
 
 def _fake_method() -> DecisionModelMethod:
-    answers = {"I was charged twice": "billing", "the app crashes on login": "tech", "how much is the pro plan?": "sales"}
+    answers = {
+        "I was charged twice": "billing",
+        "the app crashes on login": "tech",
+        "how much is the pro plan?": "sales",
+    }
     model = FakeDecisionModel(answer_fn=lambda state, questions: {"team": answers[state]}, confidence=0.9)
     return DecisionModelMethod(model, title="fake")
 
@@ -52,9 +60,18 @@ def test_scaling_and_report_render_from_a_result() -> None:
     items = {"toy": [to_item(r, "toy") for r in RECORDS]}
     result = compare(items, [method], n_shared=3)
     result["scaling"] = scaling([method], sweeps, reps=1)
-    result["run"] = {"command": "smoke", "wall_seconds": 0.1, "machine": "test", "finished": "now", "records": "inline",
-                     "seed": 0, "n_per_set": 3, "n_shared_per_set": 3, "heavy_methods": [],
-                     "model": {"description": "fake"}}
+    result["run"] = {
+        "command": "smoke",
+        "wall_seconds": 0.1,
+        "machine": "test",
+        "finished": "now",
+        "records": "inline",
+        "seed": 0,
+        "n_per_set": 3,
+        "n_shared_per_set": 3,
+        "heavy_methods": [],
+        "model": {"description": "fake"},
+    }
 
     page = render(result, None)
 
@@ -64,7 +81,9 @@ def test_scaling_and_report_render_from_a_result() -> None:
 
 
 def test_ece_uses_equal_width_bins() -> None:
-    assert expected_calibration_error([0.95, 0.95, 0.55, 0.55], [True, True, True, False]) == pytest.approx(0.5 * 0.05 + 0.5 * 0.05)
+    assert expected_calibration_error([0.95, 0.95, 0.55, 0.55], [True, True, True, False]) == pytest.approx(
+        0.5 * 0.05 + 0.5 * 0.05
+    )
 
 
 def test_gpu_check_page_renders_every_set_from_the_committed_result(tmp_path: Path) -> None:

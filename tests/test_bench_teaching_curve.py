@@ -37,14 +37,45 @@ def test_no_curve_set_is_a_held_out_set() -> None:
 def test_the_report_has_one_row_per_set_and_metric_and_the_lane_table() -> None:
     lanes = {"n": 4, "auto": 2, "auto_wrong": 1, "llm": 2, "human": 0, "confidence_auroc": 0.5}
     result = {
-        "command": "test", "wall_s": 1.0, "machine": "test",
-        "questions": [{"dataset": "xstest", "question": {"type": "noul", "instructions": "Refuse?"}, "state_fields": []}],
+        "command": "test",
+        "wall_s": 1.0,
+        "machine": "test",
+        "questions": [
+            {"dataset": "xstest", "question": {"type": "noul", "instructions": "Refuse?"}, "state_fields": []}
+        ],
         "results": [
-            {"dataset": "xstest", "type": "noul", "records": 0, "seed": 0, "auroc": 0.5, "accuracy": 0.5, "nll": 0.69, "lanes": lanes},
-            {"dataset": "xstest", "type": "noul", "records": 50, "seed": 0, "auroc": 0.7, "accuracy": 0.6, "nll": 0.9, "lanes": lanes,
-             "teach_s": 8.0},
-            {"dataset": "xstest", "type": "noul", "records": 50, "seed": 1, "auroc": 0.9, "accuracy": 0.8, "nll": 0.5, "lanes": lanes,
-             "teach_s": 9.0},
+            {
+                "dataset": "xstest",
+                "type": "noul",
+                "records": 0,
+                "seed": 0,
+                "auroc": 0.5,
+                "accuracy": 0.5,
+                "nll": 0.69,
+                "lanes": lanes,
+            },
+            {
+                "dataset": "xstest",
+                "type": "noul",
+                "records": 50,
+                "seed": 0,
+                "auroc": 0.7,
+                "accuracy": 0.6,
+                "nll": 0.9,
+                "lanes": lanes,
+                "teach_s": 8.0,
+            },
+            {
+                "dataset": "xstest",
+                "type": "noul",
+                "records": 50,
+                "seed": 1,
+                "auroc": 0.9,
+                "accuracy": 0.8,
+                "nll": 0.5,
+                "lanes": lanes,
+                "teach_s": 9.0,
+            },
         ],
     }
     page = render(result)

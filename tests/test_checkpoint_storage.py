@@ -19,8 +19,13 @@ from clef_agents.model.storage import dequantise_rows, fingerprint, half, quanti
 from clef_agents.model.taught import TAUGHT_FILE, TAUGHT_INDEX, TaughtQuestion, TaughtQuestions
 from tests.tiny_models import make_model, tiny_backbone
 
-ITEMS = [("win a free prize click the link", wire.Noul(instructions="is this spam")),
-         ("my card was charged twice", wire.Choice(instructions="which team", criteria={"billing": None, "sales": None, "bug": None}))]
+ITEMS = [
+    ("win a free prize click the link", wire.Noul(instructions="is this spam")),
+    (
+        "my card was charged twice",
+        wire.Choice(instructions="which team", criteria={"billing": None, "sales": None, "bug": None}),
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +36,9 @@ def tiny_folder(tmp_path_factory):
 def tuned_reader(folder) -> QuestionReader:
     """A tiny reader whose layers moved a little away from the backbone's, as fine-tuning moves them."""
     torch.manual_seed(0)
-    reader = QuestionReader.create(ReaderConfig(backbone=str(folder), max_tokens=64, max_question_tokens=8, max_option_tokens=4))
+    reader = QuestionReader.create(
+        ReaderConfig(backbone=str(folder), max_tokens=64, max_question_tokens=8, max_option_tokens=4)
+    )
     with torch.no_grad():
         for p in reader.network.trainable_parameters():
             p.add_(0.02 * p.abs().mean() * torch.randn_like(p))
@@ -52,7 +59,12 @@ def test_half_keeps_float32_only_where_a_value_does_not_fit_and_integers_as_they
     assert half(torch.tensor([0.1, -3.0])).dtype == torch.float16
     assert half(torch.tensor([0.1, 1e6])).dtype == torch.float32
     assert half(torch.tensor([1, 2], dtype=torch.int32)).dtype == torch.int32
-    assert [smallest_index_dtype(n) for n in (2, 256, 257, 40000)] == [torch.uint8, torch.uint8, torch.int16, torch.int32]
+    assert [smallest_index_dtype(n) for n in (2, 256, 257, 40000)] == [
+        torch.uint8,
+        torch.uint8,
+        torch.int16,
+        torch.int32,
+    ]
 
 
 def test_row_codes_are_off_by_at_most_half_a_step_and_fingerprints_see_any_change():
@@ -76,9 +88,13 @@ def test_a_reader_is_saved_as_int8_differences_from_its_backbone_and_answers_as_
     deltas = [name for name in tensors if name.endswith(".delta")]
     assert deltas and all(tensors[name].dtype == torch.int8 for name in deltas)
     assert all(t.dtype in (torch.int8, torch.float16, torch.float32) for t in tensors.values())
-    assert "yes.weight" in tensors and tensors["yes.weight"].dtype == torch.float16  # the reader's own heads: half precision
+    assert (
+        "yes.weight" in tensors and tensors["yes.weight"].dtype == torch.float16
+    )  # the reader's own heads: half precision
     size = (tmp_path / "compact" / READER_WEIGHTS_FILE).stat().st_size
-    assert size < (tmp_path / "whole" / READER_WEIGHTS_FILE).stat().st_size / 2  # smaller than whole weights in half precision
+    assert (
+        size < (tmp_path / "whole" / READER_WEIGHTS_FILE).stat().st_size / 2
+    )  # smaller than whole weights in half precision
     want = reader.predict(ITEMS)
     answers_match(QuestionReader.load(tmp_path / "whole").predict(ITEMS), want, 1e-6)
     answers_match(QuestionReader.load(tmp_path / "compact").predict(ITEMS), want, 1e-3)
@@ -94,8 +110,14 @@ def test_a_reader_is_saved_as_int8_differences_from_its_backbone_and_answers_as_
 def test_a_reader_saved_whole_in_half_precision_with_its_pooler_still_loads(tiny_folder, tmp_path):
     reader = tuned_reader(tiny_folder)
     reader.save(tmp_path / "r")
-    old = {name: p.detach().half() for name, p in reader.network.named_parameters() if not name.startswith("encoder.embeddings.")}
-    save_file(old, str(tmp_path / "r" / READER_WEIGHTS_FILE))  # as readers were written before: whole weights, no metadata
+    old = {
+        name: p.detach().half()
+        for name, p in reader.network.named_parameters()
+        if not name.startswith("encoder.embeddings.")
+    }
+    save_file(
+        old, str(tmp_path / "r" / READER_WEIGHTS_FILE)
+    )  # as readers were written before: whole weights, no metadata
     answers_match(QuestionReader.load(tmp_path / "r").predict(ITEMS), reader.predict(ITEMS), 1e-3)
 
 
@@ -114,10 +136,25 @@ def taught_with_neighbours() -> TaughtQuestions:
     torch.manual_seed(3)
     n, features, hidden = 3, 16, 8
     unit = torch.nn.functional.normalize(torch.randn(20, 4), dim=-1)
-    entry = TaughtQuestion("choice", "which team", ["billing", "sales", "bug"], torch.randn(hidden, features), torch.randn(hidden),
-                           torch.randn(n, hidden), torch.randn(n), torch.randn(n, features), torch.randn(n), 0.5, 0.3, 0.2,
-                           neighbours=NeighbourModel(torch.randn(features), torch.randn(features, 4), unit, torch.arange(20) % n,
-                                                     k=3, temperature=0.1), epsilon=0.4, features="mean1")
+    entry = TaughtQuestion(
+        "choice",
+        "which team",
+        ["billing", "sales", "bug"],
+        torch.randn(hidden, features),
+        torch.randn(hidden),
+        torch.randn(n, hidden),
+        torch.randn(n),
+        torch.randn(n, features),
+        torch.randn(n),
+        0.5,
+        0.3,
+        0.2,
+        neighbours=NeighbourModel(
+            torch.randn(features), torch.randn(features, 4), unit, torch.arange(20) % n, k=3, temperature=0.1
+        ),
+        epsilon=0.4,
+        features="mean1",
+    )
     return TaughtQuestions({"key": entry})
 
 
@@ -128,7 +165,11 @@ def test_taught_weights_are_half_precision_labels_the_smallest_integers_and_list
     assert tensors["key.neighbour_labels"].dtype == torch.uint8
     assert tensors["key.hidden_weight"].dtype == torch.float16
     text = (tmp_path / TAUGHT_INDEX).read_text()
-    assert '"names": ["billing", "sales", "bug"]' in text and json.loads(text)["key"]["names"] == ["billing", "sales", "bug"]
+    assert '"names": ["billing", "sales", "bug"]' in text and json.loads(text)["key"]["names"] == [
+        "billing",
+        "sales",
+        "bug",
+    ]
     again = TaughtQuestions.load(tmp_path).questions["key"]
     entry = taught.questions["key"]
     assert torch.equal(again.neighbours.labels, entry.neighbours.labels)
@@ -155,15 +196,21 @@ def test_compact_rewrites_a_float32_checkpoint_smaller_and_it_answers_as_before(
     model = make_model(tiny_folder)
     model.engine.attach_reader(tuned_reader(tiny_folder))
     folder = model.save_pretrained(tmp_path / "m")
-    assert load_file(str(folder / "head.safetensors"))["field_gate"].dtype == torch.float32  # saving keeps the head exact
+    assert (
+        load_file(str(folder / "head.safetensors"))["field_gate"].dtype == torch.float32
+    )  # saving keeps the head exact
     model.engine.reader.save(folder, dtype=torch.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
         old = ClefDecisionModel.from_pretrained(folder)
         assert all(t.dtype == torch.float32 for t in checkpoint.read_head(folder, torch.device("cpu")).values())
-        request = {"state": ITEMS[1][0], "questions": {"team": {"type": "choice", "instructions": "which team",
-                                                               "criteria": {"billing": None, "sales": None}},
-                                                      "spam": {"type": "noul", "instructions": "is this spam"}}}
+        request = {
+            "state": ITEMS[1][0],
+            "questions": {
+                "team": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
+                "spam": {"type": "noul", "instructions": "is this spam"},
+            },
+        }
         want = old.invoke(request)
         sizes = checkpoint.compact(folder)
         assert load_file(str(folder / "head.safetensors"))["field_gate"].dtype == torch.float16
@@ -171,7 +218,9 @@ def test_compact_rewrites_a_float32_checkpoint_smaller_and_it_answers_as_before(
         assert sizes["reader.safetensors"][1] < 0.4 * sizes["reader.safetensors"][0]
         got = ClefDecisionModel.from_pretrained(folder).invoke(request)
     for qid in ("team", "spam"):
-        assert wire.answer_probabilities(got.answers[qid]) == pytest.approx(wire.answer_probabilities(want.answers[qid]), abs=2e-3)
+        assert wire.answer_probabilities(got.answers[qid]) == pytest.approx(
+            wire.answer_probabilities(want.answers[qid]), abs=2e-3
+        )
     head_bytes = (folder / "head.safetensors").read_bytes()
     checkpoint.compact(folder)
     assert (folder / "head.safetensors").read_bytes() == head_bytes

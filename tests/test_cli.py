@@ -24,9 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """``clef-agents ARGS`` in a fresh interpreter, as a shell user runs it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "clef_agents.cli", *args], input=stdin if stdin is not None else "",
-                          capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "clef_agents.cli", *args],
+        input=stdin if stdin is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def decide_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -97,15 +108,35 @@ def test_a_missing_checkpoint_folder_names_it_and_the_allowed_specs(tmp_path, ca
 
 
 def test_repeated_inline_flags_keep_every_question(capsys):
-    out = decide_json(capsys, "--model", "fake", "--state", "hi", "--noul", "a=Is it a?", "--noul", "b=Is it b?",
-                      "--choice", "c=x,y", "--choice", "d=u,v", "--score", "e=lo|hi", "--score", "f=lo|mid|hi")
+    out = decide_json(
+        capsys,
+        "--model",
+        "fake",
+        "--state",
+        "hi",
+        "--noul",
+        "a=Is it a?",
+        "--noul",
+        "b=Is it b?",
+        "--choice",
+        "c=x,y",
+        "--choice",
+        "d=u,v",
+        "--score",
+        "e=lo|hi",
+        "--score",
+        "f=lo|mid|hi",
+    )
     assert sorted(out["answers"]) == ["a", "b", "c", "d", "e", "f"]
 
 
-@pytest.mark.parametrize("flags", [
-    ["--noul", "a=Is it?", "--noul", "a=Is it really?"],
-    ["--noul", "a=Is it?", "--choice", "a=x,y"],
-])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--noul", "a=Is it?", "--noul", "a=Is it really?"],
+        ["--noul", "a=Is it?", "--choice", "a=x,y"],
+    ],
+)
 def test_a_question_id_given_twice_is_an_error(flags, capsys):
     assert main(["decide", "--model", "fake", "--state", "hi", *flags]) == 2
     assert "question id 'a' is given twice" in capsys.readouterr().err
@@ -127,7 +158,11 @@ def test_the_shipped_questions_file_answers_the_readme_example(capsys, monkeypat
     """README: echo "free prize, click now" | clef-agents decide --questions examples/questions.yaml --json"""
     monkeypatch.setattr(sys, "stdin", io.StringIO("free prize, click now\n"))
     out = decide_json(capsys, "--model", "fake", "--questions", str(ROOT / "examples" / "questions.yaml"))
-    assert {qid: answer["type"] for qid, answer in out["answers"].items()} == {"spam": "noul", "team": "choice", "urgency": "score"}
+    assert {qid: answer["type"] for qid, answer in out["answers"].items()} == {
+        "spam": "noul",
+        "team": "choice",
+        "urgency": "score",
+    }
     assert set(out["answers"]["team"]["probabilities"]) == {"billing", "technical", "sales", "other"}
     assert len(out["answers"]["urgency"]["probabilities"]) == 4
 
@@ -135,8 +170,10 @@ def test_the_shipped_questions_file_answers_the_readme_example(capsys, monkeypat
 def test_yaml_keys_are_read_as_written(tmp_path, capsys):
     """YAML would read ``true:``/``no:``/``1:`` keys as booleans and numbers; a questions file means names."""
     path = tmp_path / "q.yaml"
-    path.write_text("spam:\n  type: noul\n  instructions: Is it spam?\n  criteria: {true: an advert, false: a friend}\n"
-                    "agree:\n  type: choice\n  instructions: Does the user agree?\n  criteria: {yes: null, no: null, 1: maybe}\n")
+    path.write_text(
+        "spam:\n  type: noul\n  instructions: Is it spam?\n  criteria: {true: an advert, false: a friend}\n"
+        "agree:\n  type: choice\n  instructions: Does the user agree?\n  criteria: {yes: null, no: null, 1: maybe}\n"
+    )
     out = decide_json(capsys, "--model", "fake", "--state", "free prize", "--questions", str(path))
     assert out["answers"]["spam"]["type"] == "noul"
     assert set(out["answers"]["agree"]["probabilities"]) == {"yes", "no", "1"}
@@ -147,8 +184,19 @@ def test_yaml_keys_are_read_as_written(tmp_path, capsys):
 
 def test_the_table_gives_one_number_per_answer_the_probability_of_the_answer_shown(capsys):
     """``p(answer)`` is the probability of the answer in its row, and the same number is in the distribution."""
-    args = ["decide", "--model", "fake", "--state", "production is down!", "--noul", "urgent=Is this urgent?",
-            "--choice", "team=billing,cards,fraud", "--score", "anger=calm|annoyed|furious"]
+    args = [
+        "decide",
+        "--model",
+        "fake",
+        "--state",
+        "production is down!",
+        "--noul",
+        "urgent=Is this urgent?",
+        "--choice",
+        "team=billing,cards,fraud",
+        "--score",
+        "anger=calm|annoyed|furious",
+    ]
     assert main([*args, "--json"]) == 0
     answers = json.loads(capsys.readouterr().out)["answers"]
     assert main(args) == 0
@@ -160,8 +208,11 @@ def test_the_table_gives_one_number_per_answer_the_probability_of_the_answer_sho
     assert table["urgent"].split()[1:3] == [urgent, f"{max(p_yes, 1 - p_yes):.3f}"]
     assert f"yes={p_yes:.3f}, no={1 - p_yes:.3f}" in table["urgent"]
     team = answers["team"]["choice"]
-    assert table["team"].split()[1:4] == [team, f"{answers['team']['probabilities'][team]:.3f}",
-                                          f"{team}={answers['team']['probabilities'][team]:.3f},"]
+    assert table["team"].split()[1:4] == [
+        team,
+        f"{answers['team']['probabilities'][team]:.3f}",
+        f"{team}={answers['team']['probabilities'][team]:.3f},",
+    ]
     levels = answers["anger"]["probabilities"]
     level = max(levels, key=levels.get)
     assert table["anger"].split()[1:5] == [level, "(score", f"{answers['anger']['score']:.2f})", f"{levels[level]:.3f}"]
@@ -196,15 +247,24 @@ def test_an_invalid_state_json_is_one_error_line(capsys):
 def test_load_model_is_exported_lazily_from_the_package():
     code = "import sys, clef_agents; m = clef_agents.load_model('fake'); print(m.model, 'torch' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()
     assert out == ["fake", "False"]
 
 
-@pytest.mark.parametrize(("spec", "kind"), [
-    ("fake", "fake"), ("fake-keywords", "fake-keywords"), ("http://127.0.0.1:8000", "remote"),
-    ("https://decide.example.com", "remote"), ("backbone:minilm", "backbone"), ("mini", "checkpoint"),
-    ("runs/mini/final", "checkpoint"),
-])
+@pytest.mark.parametrize(
+    ("spec", "kind"),
+    [
+        ("fake", "fake"),
+        ("fake-keywords", "fake-keywords"),
+        ("http://127.0.0.1:8000", "remote"),
+        ("https://decide.example.com", "remote"),
+        ("backbone:minilm", "backbone"),
+        ("mini", "checkpoint"),
+        ("runs/mini/final", "checkpoint"),
+    ],
+)
 def test_each_spec_has_one_kind(spec, kind):
     assert spec_kind(spec) == kind
 
@@ -232,7 +292,14 @@ def test_fake_means_the_same_model_in_decide_serve_and_the_ready_graphs(capsys, 
 def test_fake_keywords_is_the_ready_graphs_keyword_model_everywhere(capsys):
     from clef_agents.graph.ready import load_decision_model
 
-    out = decide_json(capsys, "--model", "fake-keywords", "--state", "refund my invoice", "--choice",
-                      "department=billing,technical,sales,other")
+    out = decide_json(
+        capsys,
+        "--model",
+        "fake-keywords",
+        "--state",
+        "refund my invoice",
+        "--choice",
+        "department=billing,technical,sales,other",
+    )
     assert out["model"] == "fake-keywords" and out["answers"]["department"]["choice"] == "billing"
     assert load_decision_model("fake-keywords").model == "fake-keywords"

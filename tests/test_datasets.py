@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from clef_agents.records import validate_records
 from clef_agents.train import datasets
 from clef_agents.train.datasets import DATASETS, available_splits, load_records, load_rows
-from clef_agents.records import validate_records
 
 try:
     datasets.data_root()
@@ -17,9 +17,26 @@ except FileNotFoundError:
 needs_data = pytest.mark.skipif(not HAVE_DATA, reason="shared data folder not found (set CLEF_AGENTS_DATA)")
 
 EXPECTED = {
-    "banking77", "clinc150", "hwu64", "sms_spam", "youtube_spam", "hate_offensive", "sst5", "bfcl_relevance",
-    "when2call", "rte", "mnli_taxinli", "snli_esnli", "scitail", "qnli", "boolq", "pubmedqa", "conjnli",
-    "dnc_recast", "tracie", "copa",
+    "banking77",
+    "clinc150",
+    "hwu64",
+    "sms_spam",
+    "youtube_spam",
+    "hate_offensive",
+    "sst5",
+    "bfcl_relevance",
+    "when2call",
+    "rte",
+    "mnli_taxinli",
+    "snli_esnli",
+    "scitail",
+    "qnli",
+    "boolq",
+    "pubmedqa",
+    "conjnli",
+    "dnc_recast",
+    "tracie",
+    "copa",
 }
 
 

@@ -29,7 +29,14 @@ def test_every_probe_kind_gets_its_expected_status_and_a_named_field() -> None:
     summary = tally.summary()
     assert summary["requests"] == 3 * len(GENERATORS)
     assert set(summary["by_category"]) == {
-        "valid", "surrogate", "nan-infinity", "deep-nesting", "over-limits", "broken-json", "wrong-shape", "wrong-request"
+        "valid",
+        "surrogate",
+        "nan-infinity",
+        "deep-nesting",
+        "over-limits",
+        "broken-json",
+        "wrong-shape",
+        "wrong-request",
     }
     assert summary["responses_5xx"] == summary["dropped_connections"] == 0
     assert summary["4xx_without_field"] == 0, summary["4xx_without_field_examples"]

@@ -64,7 +64,9 @@ def test_a_kind_kept_out_keeps_all_its_records_out(monkeypatch):
 
 
 def test_labels_follow_the_action_and_a_planted_instruction_is_always_risky(records):
-    risky_actions = {a.key for a in ACTIONS if a.risky} | {f"{e.key}:{c.text}" for e in EXECUTORS for c in e.commands if c.risky}
+    risky_actions = {a.key for a in ACTIONS if a.risky} | {
+        f"{e.key}:{c.text}" for e in EXECUTORS for c in e.commands if c.risky
+    }
     for r in records:
         expected = r["meta"]["action"] in risky_actions or r["meta"]["context"] == "injected"
         assert r["labels"][QUESTION_ID] is expected, r
@@ -72,7 +74,11 @@ def test_labels_follow_the_action_and_a_planted_instruction_is_always_risky(reco
 
 def test_both_labels_appear_for_each_executor_by_its_command(records):
     for executor in EXECUTORS:
-        labels = {r["labels"][QUESTION_ID] for r in records if r["meta"]["action"].startswith(f"{executor.key}:") and r["meta"]["context"] == "direct"}
+        labels = {
+            r["labels"][QUESTION_ID]
+            for r in records
+            if r["meta"]["action"].startswith(f"{executor.key}:") and r["meta"]["context"] == "direct"
+        }
         assert labels == {True, False}, executor.key
 
 

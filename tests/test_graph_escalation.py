@@ -13,11 +13,11 @@ from langgraph.types import Command
 
 from clef_agents.graph import (
     DecisionGate,
+    DecisionNode,
     DecisionState,
     FakeToolCallingChatModel,
     GraphInputError,
     HumanEscalationNode,
-    DecisionNode,
     TraceStore,
     parse_review,
     route_by_choice,
@@ -47,7 +47,11 @@ def build(model, chat_model=None, traces=None, checkpointer=None):
     for desk in ("billing", "tech"):
         builder.add_node(desk, lambda state, desk=desk: {"dest": desk})
         builder.add_edge(desk, END)
-    gate.attach(builder, after=START, then=route_by_choice("triage", "dept", {"billing": "billing", "tech": "tech"}, default="tech"))
+    gate.attach(
+        builder,
+        after=START,
+        then=route_by_choice("triage", "dept", {"billing": "billing", "tech": "tech"}, default="tech"),
+    )
     return builder.compile(checkpointer=checkpointer or InMemorySaver())
 
 
@@ -63,7 +67,9 @@ def test_llm_answers_the_middle_band_and_a_human_the_rest_on_a_sqlite_checkpoint
         assert list(review["questions"]) == ["sev"]
         options = review["questions"]["sev"]["options"]
         assert [(o["label"], o["probability"], o["description"]) for o in options] == [
-            (0, 0.25, "low"), (1, 0.35, "mid"), (2, 0.4, "high")
+            (0, 0.25, "low"),
+            (1, 0.35, "mid"),
+            (2, 0.4, "high"),
         ]
         assert review["state_excerpt"] == "the export button does nothing"
         done = graph.invoke(Command(resume={"answers": {"sev": 1}, "reviewer": "ana"}), config)
@@ -71,14 +77,18 @@ def test_llm_answers_the_middle_band_and_a_human_the_rest_on_a_sqlite_checkpoint
     assert len(chat.calls) == 1
     final = done["decisions"]["triage"]["final"]
     assert {q: (f["label"], f["source"]) for q, f in final.items()} == {
-        "urgent": (True, "auto"), "dept": ("tech", "llm"), "sev": (1, "human")
+        "urgent": (True, "auto"),
+        "dept": ("tech", "llm"),
+        "sev": (1, "human"),
     }
     assert done["dest"] == "tech"
     escalations = done["decisions"]["triage"]["route"]["sev"]["escalations"]
     assert escalations == [{"to": "human", "outcome": "answered", "label": 1, "reviewer": "ana"}]
     outcomes = traces.decisions()[0]["outcomes"]
     assert {q: (o["label"], o["source"]) for q, o in outcomes.items()} == {
-        "urgent": (True, "auto"), "dept": ("tech", "llm"), "sev": (1, "human")
+        "urgent": (True, "auto"),
+        "dept": ("tech", "llm"),
+        "sev": (1, "human"),
     }
 
 
@@ -138,7 +148,9 @@ def test_parse_review_raises_with_the_expected_shape():
 
 
 def test_human_node_max_attempts_raises_after_bad_answers():
-    gate = DecisionNode(FakeDecisionModel(answers={"spam": 0.55}), {"spam": Noul(instructions="Spam?")}, name="m", input="text")
+    gate = DecisionNode(
+        FakeDecisionModel(answers={"spam": 0.55}), {"spam": Noul(instructions="Spam?")}, name="m", input="text"
+    )
     human = HumanEscalationNode(gate, max_attempts=1)
     builder = StateGraph(S)
     builder.add_node("m", gate)
@@ -257,10 +269,13 @@ def test_asking_for_structured_output_from_a_model_without_it_is_a_construction_
 TWO_FOR_THE_LLM = {"urgent": 0.7, "dept": {"billing": 0.7, "tech": 0.3}, "sev": [0.0, 0.0, 1.0]}
 
 
-@pytest.mark.parametrize("chat", [
-    lambda: FakeToolCallingChatModel(responses=[{"dept": "tech"}]),
-    lambda: _plain_chat('{"dept": "tech"}'),
-])
+@pytest.mark.parametrize(
+    "chat",
+    [
+        lambda: FakeToolCallingChatModel(responses=[{"dept": "tech"}]),
+        lambda: _plain_chat('{"dept": "tech"}'),
+    ],
+)
 def test_a_question_the_llm_leaves_out_goes_to_a_human_and_its_other_answers_stand(chat):
     graph = build(FakeDecisionModel(answers=TWO_FOR_THE_LLM), chat())
     config = {"configurable": {"thread_id": "m"}}
@@ -292,7 +307,9 @@ def test_without_a_chat_model_the_llm_lane_goes_to_a_human_and_says_so_once(tmp_
         paused = graph.invoke({"text": "x"}, config)
     review = paused["__interrupt__"][0].value
     note = {"to": "llm", "model": None, "outcome": "no chat model"}
-    assert review["questions"]["dept"]["escalations"] == [note], "the reviewer sees why an llm-lane question came to them"
+    assert review["questions"]["dept"]["escalations"] == [note], (
+        "the reviewer sees why an llm-lane question came to them"
+    )
     assert review["questions"]["sev"]["escalations"] == [], "a human-lane question was never meant for the LLM"
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoChatModelWarning)  # once per gate: not on resume, not on the next thread

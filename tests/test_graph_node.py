@@ -142,7 +142,9 @@ def test_empty_and_illegal_inputs_are_rejected():
 
 def test_invalid_fixed_questions_fail_at_construction():
     bad = {"dept": Choice(instructions="Team?", criteria={"only": None})}
-    with pytest.raises(InvalidRequestError, match=r"questions\.dept: gate 'triage': a choice needs 2 to 255 options, got 1"):
+    with pytest.raises(
+        InvalidRequestError, match=r"questions\.dept: gate 'triage': a choice needs 2 to 255 options, got 1"
+    ):
         DecisionNode(FakeDecisionModel(), bad, name="triage", input="ticket")
 
 
@@ -156,7 +158,10 @@ def test_invalid_questions_from_state_fail_at_run_time():
 
 def test_model_that_raises_gets_a_clear_error_and_no_update():
     node = DecisionNode(FakeDecisionModel(error=TimeoutError("server gone")), QUESTIONS, name="triage", input="ticket")
-    with pytest.raises(DecisionModelError, match=r"gate 'triage'.*raised TimeoutError: server gone; expected a ClassifierResponse answering urgent, dept, sev") as info:
+    with pytest.raises(
+        DecisionModelError,
+        match=r"gate 'triage'.*raised TimeoutError: server gone; expected a ClassifierResponse answering urgent, dept, sev",
+    ) as info:
         node.invoke({"ticket": "x"})
     assert isinstance(info.value.__cause__, TimeoutError)
 

@@ -38,7 +38,9 @@ def test_graph_layer_never_imports_torch():
 
 def test_support_triage_routes_every_demo_message(tmp_path):
     traces = TraceStore(tmp_path / "t.sqlite")
-    graph = build_support_triage(demo_fake_model(), chat_model=demo_escalation_llm(), traces=traces, checkpointer=InMemorySaver())
+    graph = build_support_triage(
+        demo_fake_model(), chat_model=demo_escalation_llm(), traces=traces, checkpointer=InMemorySaver()
+    )
     destinations = []
     for i, message in enumerate(DEMO_MESSAGES):
         config = {"configurable": {"thread_id": str(i)}}
@@ -94,11 +96,25 @@ def test_served_graph_modules_build_on_the_fake_model(tmp_path, monkeypatch):
 def test_demo_script_prints_answers_lanes_and_destinations(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
-        [sys.executable, "examples/support_triage.py", "--model", "fake-keywords", "--traces", str(tmp_path / "t.sqlite")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True,
+        [
+            sys.executable,
+            "examples/support_triage.py",
+            "--model",
+            "fake-keywords",
+            "--traces",
+            str(tmp_path / "t.sqlite"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout
     assert out.count("-> destination:") == len(DEMO_MESSAGES)
-    assert "question    model answer  p(answer)  lane   final      decided by" in out  # p of the answer shown, as in decide
+    assert (
+        "question    model answer  p(answer)  lane   final      decided by" in out
+    )  # p of the answer shown, as in decide
     assert "department  billing            0.55  llm    billing    llm" in out
     assert "(a scripted reviewer answered the interrupt)" in out
     assert "escalation LLM: fake-scripted-escalation-llm (a scripted fake, not a real LLM)" in out
@@ -107,7 +123,10 @@ def test_demo_script_prints_answers_lanes_and_destinations(tmp_path):
 def test_demo_script_explains_a_missing_model(tmp_path):
     result = subprocess.run(
         [sys.executable, "examples/support_triage.py", "--model", str(tmp_path / "no-such-checkpoint")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 2
     assert "could not load decision model" in result.stderr and "--model fake" in result.stderr

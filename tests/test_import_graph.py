@@ -60,7 +60,9 @@ def _type_checking_nodes(tree: ast.Module) -> set[int]:
     return guarded
 
 
-def _imported_names(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[tuple[str, str | None]]:
+def _imported_names(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool
+) -> Iterator[tuple[str, str | None]]:
     """(module imported, name taken from it or None) for one import statement, relative ones resolved."""
     if isinstance(node, ast.Import):
         for alias in node.names:
@@ -108,8 +110,12 @@ def module_imports(module: str, modules: Mapping[str, Path], package_dir: Path) 
 def missing_imports(package_dir: Path) -> list[str]:
     """Every import of a module of the package that does not exist, as ``file:line imports name``."""
     modules = module_files(package_dir)
-    return [f"{where} imports {target}" for module in modules
-            for target, where in imports_of(module, modules, package_dir) if target not in modules]
+    return [
+        f"{where} imports {target}"
+        for module in modules
+        for target, where in imports_of(module, modules, package_dir)
+        if target not in modules
+    ]
 
 
 def _packages_run_by(target: str, importer: str) -> set[str]:
@@ -254,24 +260,30 @@ def _write_package(root: Path, files: Mapping[str, str]) -> Path:
 
 
 def test_the_checker_finds_a_cycle_hidden_inside_a_function(tmp_path):
-    package = _write_package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/a.py": "from pkg.b import g\n\ndef f():\n    return g()\n",
-        "pkg/b.py": "def g():\n    from pkg import a  # noqa\n    return a\n",
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg.b import g\n\ndef f():\n    return g()\n",
+            "pkg/b.py": "def g():\n    from pkg import a  # noqa\n    return a\n",
+        },
+    )
     assert find_cycle(import_graph(package)) == ["pkg.a", "pkg.b", "pkg.a"]
     assert all_cycles(import_graph(package)) == [["pkg.a", "pkg.b", "pkg.a"]]
 
 
 def test_the_checker_finds_a_cycle_through_relative_imports_and_a_package_init(tmp_path):
-    package = _write_package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/sub/__init__.py": "from .c import C\n",
-        "pkg/sub/c.py": "C = 1\n",
-        "pkg/d.py": "def f():\n    from .sub.c import C\n    return C\n",
-        "pkg/e.py": "import pkg.d\n",
-        "pkg/sub/more.py": "from ..e import pkg\n",
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/sub/__init__.py": "from .c import C\n",
+            "pkg/sub/c.py": "C = 1\n",
+            "pkg/d.py": "def f():\n    from .sub.c import C\n    return C\n",
+            "pkg/e.py": "import pkg.d\n",
+            "pkg/sub/more.py": "from ..e import pkg\n",
+        },
+    )
     graph = import_graph(package)
     assert graph["pkg.d"] == {"pkg.sub": "pkg/d.py:2", "pkg.sub.c": "pkg/d.py:2"}  # pkg/sub/__init__ runs on the way
     assert find_cycle(graph) is None
@@ -280,35 +292,43 @@ def test_the_checker_finds_a_cycle_through_relative_imports_and_a_package_init(t
 
 
 def test_the_checker_passes_a_package_without_a_cycle(tmp_path):
-    package = _write_package(tmp_path, {
-        "pkg/__init__.py": (
-            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.a import f\n"
-            "_LAZY = {'f': 'pkg.a'}\n"
-        ),
-        "pkg/a.py": "import os\nfrom pkg import b\n\ndef f():\n    from pkg.b import g\n    return g()\n",
-        "pkg/b.py": "import pkg\n\ndef g():\n    return pkg.__name__\n",
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": (
+                "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from pkg.a import f\n"
+                "_LAZY = {'f': 'pkg.a'}\n"
+            ),
+            "pkg/a.py": "import os\nfrom pkg import b\n\ndef f():\n    from pkg.b import g\n    return g()\n",
+            "pkg/b.py": "import pkg\n\ndef g():\n    return pkg.__name__\n",
+        },
+    )
     graph = import_graph(package)
     assert graph == {"pkg": {}, "pkg.a": {"pkg.b": "pkg/a.py:2"}, "pkg.b": {"pkg": "pkg/b.py:1"}}
     assert find_cycle(graph) is None
 
 
 def test_the_checker_names_an_import_of_a_missing_module(tmp_path):
-    package = _write_package(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "import pkg\n\ndef f():\n    from pkg.gone import x\n"})
+    package = _write_package(
+        tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "import pkg\n\ndef f():\n    from pkg.gone import x\n"}
+    )
     assert missing_imports(package) == ["pkg/a.py:4 imports pkg.gone"]
     assert import_graph(package)["pkg.a"] == {"pkg": "pkg/a.py:1"}
 
 
 def test_the_folder_check_finds_two_subpackages_that_import_each_other(tmp_path):
-    package = _write_package(tmp_path, {
-        "pkg/__init__.py": "",
-        "pkg/top.py": "import pkg.x.a\n",
-        "pkg/x/__init__.py": "",
-        "pkg/x/a.py": "from pkg import top\n",
-        "pkg/y/__init__.py": "",
-        "pkg/y/deep/__init__.py": "",
-        "pkg/y/deep/b.py": "from pkg.x import a\n",
-    })
+    package = _write_package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/top.py": "import pkg.x.a\n",
+            "pkg/x/__init__.py": "",
+            "pkg/x/a.py": "from pkg import top\n",
+            "pkg/y/__init__.py": "",
+            "pkg/y/deep/__init__.py": "",
+            "pkg/y/deep/b.py": "from pkg.x import a\n",
+        },
+    )
     graph = folder_graph(import_graph(package), "pkg")
     assert graph == {"pkg.x": {}, "pkg.y": {"pkg.x": "pkg/y/deep/b.py:1 imports pkg.x"}}  # top.py is no folder
     assert find_cycle(graph) is None

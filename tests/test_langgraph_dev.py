@@ -56,7 +56,18 @@ def serve(tmp_path, model: str):
     shutil.rmtree(workdir / ".langgraph_api", ignore_errors=True)
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen(
-        [str(LANGGRAPH), "dev", "--config", str(CONFIG), "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"],
+        [
+            str(LANGGRAPH),
+            "dev",
+            "--config",
+            str(CONFIG),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-reload",
+        ],
         cwd=workdir,
         env=env,
         stdout=log,
@@ -68,7 +79,9 @@ def serve(tmp_path, model: str):
     try:
         while True:
             if proc.poll() is not None:
-                pytest.fail(f"langgraph dev exited ({proc.returncode}):\n{(tmp_path / 'server.log').read_text()[-3000:]}")
+                pytest.fail(
+                    f"langgraph dev exited ({proc.returncode}):\n{(tmp_path / 'server.log').read_text()[-3000:]}"
+                )
             try:
                 if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
                     break
@@ -97,14 +110,18 @@ def test_support_triage_interrupts_and_resumes_over_http(server):
     client = get_sync_client(url=url)
     thread = client.threads.create()
     paused = client.runs.wait(
-        thread["thread_id"], "support_triage", input={"messages": [{"role": "user", "content": "Hello? Is anyone there?"}]}
+        thread["thread_id"],
+        "support_triage",
+        input={"messages": [{"role": "user", "content": "Hello? Is anyone there?"}]},
     )
     review = paused["__interrupt__"][0]["value"]
     assert review["kind"] == "clef_agents.review"
     assert list(review["questions"]) == ["department"]
     assert review["questions"]["department"]["lane"] == "human"
     done = client.runs.wait(
-        thread["thread_id"], "support_triage", command={"resume": {"answers": {"department": "sales"}, "reviewer": "sdk-test"}}
+        thread["thread_id"],
+        "support_triage",
+        command={"resume": {"answers": {"department": "sales"}, "reviewer": "sdk-test"}},
     )
     assert done["destination"] == "sales_desk"
     assert done["decisions"]["triage"]["final"]["department"]["source"] == "human"
@@ -120,14 +137,20 @@ def test_the_autopilot_graph_asks_its_teachers_and_keeps_their_answers_as_labels
     url, traces_path = server
     client = get_sync_client(url=url)
     thread = client.threads.create()
-    run = client.runs.wait(thread["thread_id"], "support_triage_autopilot",
-                           input={"messages": [{"role": "user", "content": "Please refund my invoice today"}]})
+    run = client.runs.wait(
+        thread["thread_id"],
+        "support_triage_autopilot",
+        input={"messages": [{"role": "user", "content": "Please refund my invoice today"}]},
+    )
     final = run["decisions"]["triage"]["final"]
     if "__interrupt__" in run:  # what the scripted LLM did not answer goes to a person
         open_ids = list(run["__interrupt__"][0]["value"]["questions"])
         answers = {"urgent": True, "department": "billing", "severity": 1}
-        run = client.runs.wait(thread["thread_id"], "support_triage_autopilot",
-                               command={"resume": {"answers": {q: answers[q] for q in open_ids}, "reviewer": "sdk"}})
+        run = client.runs.wait(
+            thread["thread_id"],
+            "support_triage_autopilot",
+            command={"resume": {"answers": {q: answers[q] for q in open_ids}, "reviewer": "sdk"}},
+        )
         final = run["decisions"]["triage"]["final"]
     assert {f["source"] for f in final.values()} <= {"llm", "human"}, "nothing is automatic before certification"
     store = LabelStore(traces_path.parent / "autopilot.sqlite")
@@ -140,8 +163,12 @@ def test_moderation_graph_is_served(server):
 
     url, _ = server
     client = get_sync_client(url=url)
-    assert {a["graph_id"] for a in client.assistants.search()} >= {"support_triage", "tool_approval", "moderation",
-                                                                   "support_triage_autopilot"}
+    assert {a["graph_id"] for a in client.assistants.search()} >= {
+        "support_triage",
+        "tool_approval",
+        "moderation",
+        "support_triage_autopilot",
+    }
     thread = client.threads.create()
     done = client.runs.wait(thread["thread_id"], "moderation", input={"post": "click http://spam.example buy now"})
     assert done["verdict"] == "rejected"
@@ -154,7 +181,9 @@ def test_tool_approval_stops_a_destructive_request_for_approval_and_takes_a_reje
     client = get_sync_client(url=url)
     thread = client.threads.create()
     paused = client.runs.wait(
-        thread["thread_id"], "tool_approval", input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]}
+        thread["thread_id"],
+        "tool_approval",
+        input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]},
     )
     held = paused["__interrupt__"][0]["value"]
     assert held["action_requests"][0]["name"] == "delete_account"
@@ -163,7 +192,9 @@ def test_tool_approval_stops_a_destructive_request_for_approval_and_takes_a_reje
     verdicts = paused["decisions"]["tool_gate"]["calls"]
     assert [(v["tool"], v["action"], v["lane"]) for v in verdicts.values()] == [("delete_account", "hold", "human")]
     done = client.runs.wait(
-        thread["thread_id"], "tool_approval", command={"resume": {"decisions": [{"type": "reject", "message": "keep the data"}]}}
+        thread["thread_id"],
+        "tool_approval",
+        command={"resume": {"decisions": [{"type": "reject", "message": "keep the data"}]}},
     )
     tool_messages = [m for m in done["messages"] if m["type"] == "tool"]
     assert "a reviewer rejected it: keep the data" in tool_messages[-1]["content"]
@@ -180,9 +211,13 @@ def test_tool_approval_with_the_shipped_mini_stops_a_destructive_request(mini_se
     client = get_sync_client(url=url)
     thread = client.threads.create()
     paused = client.runs.wait(
-        thread["thread_id"], "tool_approval", input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]}
+        thread["thread_id"],
+        "tool_approval",
+        input={"messages": [{"role": "user", "content": "Please delete account 77 and all its data now."}]},
     )
     held = paused["__interrupt__"][0]["value"]
     assert held["action_requests"][0]["name"] == "delete_account" and held["judge"] == "metadata"
-    done = client.runs.wait(thread["thread_id"], "tool_approval", command={"resume": {"decisions": [{"type": "approve"}]}})
+    done = client.runs.wait(
+        thread["thread_id"], "tool_approval", command={"resume": {"decisions": [{"type": "approve"}]}}
+    )
     assert [m["content"] for m in done["messages"] if m["type"] == "tool"] == ["deleted account 77"]

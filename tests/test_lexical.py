@@ -7,7 +7,6 @@ import math
 import random
 
 import pytest
-
 from test_teach import assert_answers_survive_reload, load_without_part, teach_twice_by_cli
 from test_training import tiny_records
 from tiny_models import make_model
@@ -26,10 +25,20 @@ def keyword_records(n: int, seed: int) -> list[dict]:
         label = rng.choice(sorted(KEYWORDS))
         words = [rng.choice(FILLER) for _ in range(14)]
         words.insert(rng.randrange(len(words) + 1), rng.choice(KEYWORDS[label]))
-        records.append({"state": " ".join(words),
-                        "questions": {"dept": {"type": "choice", "instructions": "which department",
-                                               "criteria": {"billing": "payments", "shipping": "parcels"}}},
-                        "labels": {"dept": label}, "meta": {"dataset": "keywords", "split": "train", "source": "test"}})
+        records.append(
+            {
+                "state": " ".join(words),
+                "questions": {
+                    "dept": {
+                        "type": "choice",
+                        "instructions": "which department",
+                        "criteria": {"billing": "payments", "shipping": "parcels"},
+                    }
+                },
+                "labels": {"dept": label},
+                "meta": {"dataset": "keywords", "split": "train", "source": "test"},
+            }
+        )
     return records
 
 
@@ -45,7 +54,9 @@ def test_vocabulary_keeps_terms_in_two_texts_with_smoothed_idf():
 def test_tfidf_rows_are_unit_vectors_over_known_terms():
     from clef_agents.model.lexical import LexicalModel
 
-    model = LexicalModel(["card", "lost", "lost card"], torch.tensor([1.0, 2.0, 3.0]), torch.zeros(2, 3), torch.zeros(2))
+    model = LexicalModel(
+        ["card", "lost", "lost card"], torch.tensor([1.0, 2.0, 3.0]), torch.zeros(2, 3), torch.zeros(2)
+    )
     (columns, values), (empty_columns, empty_values) = model.vectors(["lost card card unknown", "nothing known"])
     assert columns.tolist() == [0, 1, 2]
     expected = torch.tensor([1 + math.log(2), 2.0, 3.0])
@@ -94,7 +105,9 @@ def test_teaching_adds_the_word_model_where_it_lowers_held_out_nll(keyword_taugh
     model, reports = keyword_taught
     lexical = reports["which department"]["lexical"]
     assert lexical["kept"] is True
-    assert lexical["held_out_with_lexical"]["nll"] <= lexical["held_out_without_lexical"]["nll"] * (1 - LEXICAL_MIN_GAIN)
+    assert lexical["held_out_with_lexical"]["nll"] <= lexical["held_out_without_lexical"]["nll"] * (
+        1 - LEXICAL_MIN_GAIN
+    )
     assert reports["which department"]["held_out_taught"] == lexical["held_out_with_lexical"]
     assert reports["which department"]["held_out_taught"]["accuracy"] >= 0.95
     entry = next(iter(model.engine.taught.questions.values()))
@@ -109,7 +122,9 @@ def test_the_word_model_is_kept_or_dropped_by_the_stated_rule(encoder_dir):
     reports = teach(model, tiny_records(90, 30), tiny_records(40, 31), progress=False)
     for text, report in reports.items():
         lexical = report["lexical"]
-        gain_met = lexical["held_out_with_lexical"]["nll"] <= lexical["held_out_without_lexical"]["nll"] * (1 - LEXICAL_MIN_GAIN)
+        gain_met = lexical["held_out_with_lexical"]["nll"] <= lexical["held_out_without_lexical"]["nll"] * (
+            1 - LEXICAL_MIN_GAIN
+        )
         assert lexical["kept"] is gain_met
         entry = next(e for e in model.engine.taught.questions.values() if e.instructions == text)
         assert (entry.lexical is not None) is gain_met
@@ -128,7 +143,9 @@ def test_a_file_missing_a_lexical_part_names_it(keyword_taught, tmp_path):
 
 
 def test_teaching_without_the_word_model(encoder_dir, tmp_path, capsys):
-    printed, without, report = teach_twice_by_cli(encoder_dir, tmp_path, keyword_records(120, 5), ["--no-lexical"], capsys)
+    printed, without, report = teach_twice_by_cli(
+        encoder_dir, tmp_path, keyword_records(120, 5), ["--no-lexical"], capsys
+    )
     assert "| which department | 120 | 12 | mean" in printed
     assert all(entry.lexical is None for entry in without.engine.taught.questions.values())
     assert without.config.data_card["taught"]["command"].endswith("--no-lexical")
@@ -146,7 +163,13 @@ def test_a_lexical_question_needs_the_state_text(keyword_taught):
 def test_identifier_words_read_every_naming_style_as_the_same_words():
     from clef_agents.model.lexical import terms
 
-    styles = ["listSharedLinks{}", "list_shared_links{}", "ListSharedLinks{}", "list-shared-links{}", "files.list.shared_links{}"]
+    styles = [
+        "listSharedLinks{}",
+        "list_shared_links{}",
+        "ListSharedLinks{}",
+        "list-shared-links{}",
+        "files.list.shared_links{}",
+    ]
     assert all({"list", "shared", "links"} <= set(terms(s, identifier_words=True)) for s in styles)
     assert "listsharedlinks" in terms(styles[0]) and "list" not in terms(styles[0])  # the default reads the name whole
 
@@ -154,7 +177,10 @@ def test_identifier_words_read_every_naming_style_as_the_same_words():
 def _tool_records(style: str, n: int, seed: int) -> tuple[list[str], list[int]]:
     """Calls whose verb alone decides the label (0: read, 1: write), each tool name in one naming style."""
     rng = random.Random(seed)
-    verbs, objects = [("list", 0), ("get", 0), ("delete", 1), ("purge", 1)], ["user", "invoice", "bucket", "ticket", "order"]
+    verbs, objects = (
+        [("list", 0), ("get", 0), ("delete", 1), ("purge", 1)],
+        ["user", "invoice", "bucket", "ticket", "order"],
+    )
     texts, gold = [], []
     for _ in range(n):
         (verb, label), thing = rng.choice(verbs), rng.choice(objects)
@@ -180,7 +206,9 @@ def test_identifier_words_let_a_rule_learned_on_snake_case_names_read_camel_case
 
 
 def test_teaching_with_identifier_words_keeps_the_setting_through_save_and_load(encoder_dir, tmp_path, capsys):
-    _, flagged, report = teach_twice_by_cli(encoder_dir, tmp_path, keyword_records(120, 6), ["--identifier-words"], capsys)
+    _, flagged, report = teach_twice_by_cli(
+        encoder_dir, tmp_path, keyword_records(120, 6), ["--identifier-words"], capsys
+    )
     assert flagged.config.data_card["taught"]["command"].endswith("--identifier-words")
     assert report["which department"]["lexical"]["identifier_words"] is True
     entries = list(flagged.engine.taught.questions.values())

@@ -36,8 +36,16 @@ def _samples(name: str) -> list[dict]:
 
     rows = [json.loads(line) for line in SAMPLES_FILE.read_text().splitlines()]
     question = canonical_question(name)
-    return [{"state": row["state"], "questions": {qid: question for qid in row["labels"]}, "labels": row["labels"],
-             "meta": {"dataset": name, "split": "test", "row": row["row"]}} for row in rows if row["dataset"] == name]
+    return [
+        {
+            "state": row["state"],
+            "questions": {qid: question for qid in row["labels"]},
+            "labels": row["labels"],
+            "meta": {"dataset": name, "split": "test", "row": row["row"]},
+        }
+        for row in rows
+        if row["dataset"] == name
+    ]
 
 
 def _accuracy(model, name: str) -> float:
@@ -48,7 +56,7 @@ def _accuracy(model, name: str) -> float:
     responses = model.batch([{"state": r["state"], "questions": r["questions"]} for r in records])
     hits = 0
     for record, response in zip(records, responses):
-        (qid, label), = record["labels"].items()
+        ((qid, label),) = record["labels"].items()
         answer = response.answers[qid]
         question = wire.validate_questions(record["questions"])[qid]
         hits += wire.label_index(question, label) == wire.option_names(question).index(wire.decided_label(answer))
@@ -83,11 +91,19 @@ def test_mini_answers_banking77_above_a_floor(mini):
 def test_mini_answers_shipped_questions_with_taught_weights_and_others_with_the_head(mini):
     from clef_agents.train.datasets import canonical_question
 
-    taught = mini.invoke({"state": "my card has not arrived yet", "questions": {"intent": canonical_question("banking77")}})
+    taught = mini.invoke(
+        {"state": "my card has not arrived yet", "questions": {"intent": canonical_question("banking77")}}
+    )
     assert taught.extensions["x_taught"] == ["intent"]
     assert taught.answers["intent"].choice == "card_arrival"
-    other = {"type": "choice", "instructions": "Which team should handle this?", "criteria": {"cards": None, "loans": None}}
-    assert "x_taught" not in mini.invoke({"state": "my card has not arrived yet", "questions": {"team": other}}).extensions
+    other = {
+        "type": "choice",
+        "instructions": "Which team should handle this?",
+        "criteria": {"cards": None, "loans": None},
+    }
+    assert (
+        "x_taught" not in mini.invoke({"state": "my card has not arrived yet", "questions": {"team": other}}).extensions
+    )
 
 
 def test_mini_answers_sms_spam_above_a_floor(mini):

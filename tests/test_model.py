@@ -84,7 +84,9 @@ def test_batch_equals_single_requests(model):
     batched = model.batch([{"state": s, "questions": questions()} for s in states])
     for a, b in zip(single, batched):
         for qid in a.answers:
-            assert wire.answer_probabilities(b.answers[qid]) == pytest.approx(wire.answer_probabilities(a.answers[qid]), abs=1e-5)
+            assert wire.answer_probabilities(b.answers[qid]) == pytest.approx(
+                wire.answer_probabilities(a.answers[qid]), abs=1e-5
+            )
 
 
 async def test_abatch_and_ainvoke_match_invoke(model):
@@ -121,15 +123,40 @@ def test_save_then_load_gives_identical_probabilities(model, tmp_path):
         loaded = ClefDecisionModel.from_pretrained(folder)
     after = loaded.invoke({"state": TICKET, "questions": questions()})
     for qid in before.answers:
-        assert wire.answer_probabilities(after.answers[qid]) == pytest.approx(wire.answer_probabilities(before.answers[qid]), abs=1e-6)
+        assert wire.answer_probabilities(after.answers[qid]) == pytest.approx(
+            wire.answer_probabilities(before.answers[qid]), abs=1e-6
+        )
 
 
 def test_long_state_is_truncated_by_policy_and_reported(encoder_dir):
     model = make_model(encoder_dir, max_state_tokens=10)
-    words = ["the", "a", "is", "my", "card", "lost", "stolen", "refund", "money", "charged", "twice", "production", "down", "urgent", "help", "please"]
+    words = [
+        "the",
+        "a",
+        "is",
+        "my",
+        "card",
+        "lost",
+        "stolen",
+        "refund",
+        "money",
+        "charged",
+        "twice",
+        "production",
+        "down",
+        "urgent",
+        "help",
+        "please",
+    ]
     response = model.invoke({"state": " ".join(words), "questions": questions()})
     report = response.extensions["x_truncation"]
-    assert report == {"truncated": True, "policy": "head_tail", "state_tokens": 16, "kept_tokens": 8, "dropped_tokens": 8}
+    assert report == {
+        "truncated": True,
+        "policy": "head_tail",
+        "state_tokens": 16,
+        "kept_tokens": 8,
+        "dropped_tokens": 8,
+    }
     ids, _ = model.engine.tokenize_state(" ".join(words))
     tokenizer = model.engine.backbone.tokenizer
     kept = tokenizer.convert_ids_to_tokens(ids)
@@ -144,7 +171,9 @@ def test_schema_work_is_cached_across_requests(model, monkeypatch):
     calls = []
     encoder = model.engine.encoder
     original = encoder.frozen_hidden
-    monkeypatch.setattr(encoder, "frozen_hidden", lambda texts, max_length: calls.append(texts) or original(texts, max_length))
+    monkeypatch.setattr(
+        encoder, "frozen_hidden", lambda texts, max_length: calls.append(texts) or original(texts, max_length)
+    )
     model.invoke({"state": "another state entirely", "questions": questions()})
     assert calls == []
 
@@ -183,8 +212,10 @@ def test_import_clef_agents_stays_light():
 
 def test_import_clef_agents_model_leaves_transformers_peft_and_safetensors_to_the_calls_that_need_them():
     """transformers' modelling code alone took seconds of ``import clef_agents.model``; only loading a backbone needs it."""
-    code = ("import sys, clef_agents.model; "
-            "print(' '.join(m for m in ('transformers','peft','safetensors','gguf','matplotlib','scipy') if m in sys.modules))")
+    code = (
+        "import sys, clef_agents.model; "
+        "print(' '.join(m for m in ('transformers','peft','safetensors','gguf','matplotlib','scipy') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
@@ -197,13 +228,20 @@ def test_option_outputs_are_cached_per_question_and_forgotten_when_training(enco
     engine.head_dtype = torch.float32  # the live (training) path always runs in float32
     questions = wire.validate_questions(
         {
-            "team": {"type": "choice", "instructions": "which team", "criteria": {"billing": "money", "security": "card lost", "other": "else"}},
+            "team": {
+                "type": "choice",
+                "instructions": "which team",
+                "criteria": {"billing": "money", "security": "card lost", "other": "else"},
+            },
             "urgent": {"type": "noul", "instructions": "is it urgent"},
             "mood": {"type": "score", "instructions": "how happy", "criteria": ["sad", "flat", "glad"]},
         }
     )
     # two requests with different option counts, so the cached batch is padded
-    request = [("my card was stolen", [questions["team"], questions["urgent"]]), ("thanks, all good", [questions["mood"]])]
+    request = [
+        ("my card was stolen", [questions["team"], questions["urgent"]]),
+        ("thanks, all good", [questions["mood"]]),
+    ]
     with torch.no_grad():
         cached_batch = engine.encode(request)
         cached = engine.logits(cached_batch)
@@ -229,7 +267,10 @@ def test_a_bfloat16_head_answers_as_the_float32_one_within_a_few_thousandths(enc
 
     model = make_model(encoder_dir, device="cpu")  # head_precision is a CPU setting: CUDA always runs bfloat16
     many = {f"option_{i}": f"reason number {i} for writing" for i in range(40)}
-    request = {"state": TICKET, "questions": {**questions(), "why": {"type": "choice", "instructions": "why", "criteria": many}}}
+    request = {
+        "state": TICKET,
+        "questions": {**questions(), "why": {"type": "choice", "instructions": "why", "criteria": many}},
+    }
     model.engine.head_dtype = torch.float32
     exact = model.invoke(request)
     model.engine.head_dtype = torch.bfloat16

@@ -33,8 +33,11 @@ def test_the_committed_card_is_what_the_committed_results_render():
 
 
 def _gate_result(folder: Path, calls: str, rows: list[tuple[bool, float]]) -> None:
-    result = {"hold_at": 0.5, "all": {"risky": 1, "benign": 1, "recall": 1.0, "benign_held": 0.0, "auc": 1.0},
-              "rows": [{"risky": risky, "probability": p} for risky, p in rows]}
+    result = {
+        "hold_at": 0.5,
+        "all": {"risky": 1, "benign": 1, "recall": 1.0, "benign_held": 0.0, "auc": 1.0},
+        "rows": [{"risky": risky, "probability": p} for risky, p in rows],
+    }
     (folder / gate_result_name(calls)).write_text(json.dumps(result))
 
 
@@ -57,7 +60,9 @@ def _report(accuracy: float) -> dict:
 def test_status_gives_a_missed_accuracy_target_its_interval():
     lines = status_lines(_report(0.94))
     assert "- At or above the ten-line baseline: banking77 (94.0% vs 93.2%)." in lines
-    assert any("missed: banking77 accuracy 94.0% < 94.5% (95 % interval" in line and "n = 1000)" in line for line in lines)
+    assert any(
+        "missed: banking77 accuracy 94.0% < 94.5% (95 % interval" in line and "n = 1000)" in line for line in lines
+    )
     assert lines[-1].startswith("- Fit lane thresholds")
     met = status_lines(_report(0.95))
     assert "- Quality targets met: banking77 accuracy, banking77 coverage_at_99; missed: none." in met
@@ -69,7 +74,8 @@ def test_the_command_renders_a_card_from_whatever_results_are_there(tmp_path, ca
     folder.mkdir(parents=True)
     report = _report(0.95)
     report["datasets"]["banking77"]["choice"].update(
-        {"uncalibrated": {"ece": 0.05}, "head_calibrated": {"accuracy": 0.9}})
+        {"uncalibrated": {"ece": 0.05}, "head_calibrated": {"accuracy": 0.9}}
+    )
     report["datasets"]["banking77"]["choice"]["calibrated"].update({"macro_f1": 0.9, "nll": 0.2, "brier": 0.1})
     (folder / "report.json").write_text(json.dumps(report))
     assert main(["model-card", "--root", str(tmp_path)]) == 0

@@ -8,7 +8,6 @@ import json
 import random
 
 import pytest
-
 from test_teach import assert_answers_survive_reload, load_without_part, teach_twice_by_cli
 from test_training import tiny_records
 from tiny_models import WORDS, make_model
@@ -18,19 +17,28 @@ torch = pytest.importorskip("torch")
 
 def choice_record(text: str, qid: str, instructions: str, criteria: dict[str, str], label: str, dataset: str) -> dict:
     """One decision record asking a single choice question."""
-    return {"state": text, "questions": {qid: {"type": "choice", "instructions": instructions, "criteria": criteria}},
-            "labels": {qid: label}, "meta": {"dataset": dataset, "split": "train", "source": "test"}}
+    return {
+        "state": text,
+        "questions": {qid: {"type": "choice", "instructions": instructions, "criteria": criteria}},
+        "labels": {qid: label},
+        "meta": {"dataset": dataset, "split": "train", "source": "test"},
+    }
 
 
 def prototype_records(n: int, seed: int, prototypes: int = 24) -> list[dict]:
     """Repeats of a few fixed random phrases, each with its own arbitrary label: what a neighbour vote
     answers by lookup and a smooth map from features must learn phrase by phrase."""
     phrases = random.Random(99)
-    table = [(" ".join(phrases.choice(WORDS) for _ in range(6)), phrases.choice(["left", "right", "up"])) for _ in range(prototypes)]
+    table = [
+        (" ".join(phrases.choice(WORDS) for _ in range(6)), phrases.choice(["left", "right", "up"]))
+        for _ in range(prototypes)
+    ]
     criteria = {"left": "to the left", "right": "to the right", "up": "upwards"}
     rng = random.Random(seed)
-    return [choice_record(text, "way", "which way", criteria, label, "prototypes")
-            for text, label in (rng.choice(table) for _ in range(n))]
+    return [
+        choice_record(text, "way", "which way", criteria, label, "prototypes")
+        for text, label in (rng.choice(table) for _ in range(n))
+    ]
 
 
 def test_the_vote_weights_the_nearest_records_by_similarity():
@@ -80,7 +88,9 @@ def test_teaching_adds_the_vote_where_it_lowers_held_out_nll(prototype_taught):
     report = reports["which way"]
     neighbours = report["neighbours"]
     assert neighbours["kept"] is True
-    assert neighbours["held_out_with_neighbours"]["nll"] <= neighbours["held_out_without_neighbours"]["nll"] * (1 - NEIGHBOUR_MIN_GAIN)
+    assert neighbours["held_out_with_neighbours"]["nll"] <= neighbours["held_out_without_neighbours"]["nll"] * (
+        1 - NEIGHBOUR_MIN_GAIN
+    )
     assert report["held_out_taught"] == neighbours["held_out_with_neighbours"]
     assert report["held_out_taught"]["accuracy"] == 1.0
     entry = next(iter(model.engine.taught.questions.values()))
@@ -94,17 +104,23 @@ def test_the_vote_and_the_novelty_part_are_kept_or_dropped_by_the_stated_rules(e
 
     model = make_model(encoder_dir)
     reports = teach(model, tiny_records(90, 40), tiny_records(40, 41), catch_all=["sales"], progress=False)
-    assert "novelty" in reports["which team"] and "novelty" not in reports["is this urgent"]  # only where "sales" is an option
+    assert (
+        "novelty" in reports["which team"] and "novelty" not in reports["is this urgent"]
+    )  # only where "sales" is an option
     for text, report in reports.items():
         neighbours, novelty = report["neighbours"], report.get("novelty", {"kept": False})
-        gain_met = neighbours["held_out_with_neighbours"]["nll"] <= neighbours["held_out_without_neighbours"]["nll"] * (1 - NEIGHBOUR_MIN_GAIN)
+        gain_met = neighbours["held_out_with_neighbours"]["nll"] <= neighbours["held_out_without_neighbours"]["nll"] * (
+            1 - NEIGHBOUR_MIN_GAIN
+        )
         entry = next(e for e in model.engine.taught.questions.values() if e.instructions == text)
         assert (entry.epsilon > 0) is neighbours["kept"]
         assert not neighbours["kept"] or gain_met
         assert (entry.novelty is not None) is novelty["kept"]
         if novelty["kept"]:
             assert novelty["weight"] < 0
-            assert novelty["held_out_with_novelty"]["nll"] <= novelty["held_out_without_novelty"]["nll"] * (1 - NOVELTY_MIN_GAIN)
+            assert novelty["held_out_with_novelty"]["nll"] <= novelty["held_out_without_novelty"]["nll"] * (
+                1 - NOVELTY_MIN_GAIN
+            )
 
 
 def test_vote_answers_survive_save_and_load(prototype_taught, tmp_path):
@@ -141,7 +157,9 @@ def test_refit_fits_every_part_again_on_all_records(encoder_dir):
     nll = {}
     for refit, model in models.items():
         answers = model.batch(seen)
-        nll[refit] = -sum(torch.tensor(a.answers["team"].probabilities[r["labels"]["team"]]).log() for a, r in zip(answers, held))
+        nll[refit] = -sum(
+            torch.tensor(a.answers["team"].probabilities[r["labels"]["team"]]).log() for a, r in zip(answers, held)
+        )
     assert nll[True] < nll[False]
 
 
@@ -153,16 +171,22 @@ def test_cli_teaches_without_the_vote_or_the_refit_and_with_a_catch_all(encoder_
     neighbours = f"k={defaults['neighbours']['k']}" if defaults["neighbours"]["kept"] else "no"
     assert f"| {neighbours} | no | " in printed and "novelty" not in defaults  # no catch-all named: no novelty part
     (entry,) = without.engine.taught.questions.values()
-    assert entry.epsilon == 0.0 and (entry.neighbours is None) is (entry.novelty is None)  # a bank only for the novelty part
+    assert entry.epsilon == 0.0 and (entry.neighbours is None) is (
+        entry.novelty is None
+    )  # a bank only for the novelty part
     assert report["which way"]["novelty"]["kept"] is (entry.novelty is not None)
     assert without.config.data_card["taught"]["command"].endswith("--no-neighbours --catch-all up --no-refit")
     assert not {"neighbours", "refit"} & set(report["which way"])
+
 
 def catch_all_records(n: int, seed: int) -> list[dict]:
     """Two intents told by fixed phrases (with a word swapped now and then) and a catch-all "none"
     whose states are fresh random words, unlike every taught phrase: what the novelty part is for."""
     phrases = random.Random(7)
-    table = {label: [" ".join(phrases.choice(WORDS[:40]) for _ in range(6)) for _ in range(4)] for label in ("refund", "delivery")}
+    table = {
+        label: [" ".join(phrases.choice(WORDS[:40]) for _ in range(6)) for _ in range(4)]
+        for label in ("refund", "delivery")
+    }
     criteria = {"refund": "asks for money back", "delivery": "asks where a parcel is", "none": "none of these"}
     rng = random.Random(seed)
     records = []
@@ -181,8 +205,14 @@ def catch_all_records(n: int, seed: int) -> list[dict]:
 def test_the_novelty_feature_is_the_nearest_record_of_another_option():
     from clef_agents.model.neighbours import NeighbourModel, novelty
 
-    bank = NeighbourModel(torch.zeros(2), torch.eye(2), torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]),
-                          torch.tensor([0, 1, 1]), k=1, temperature=0.1)
+    bank = NeighbourModel(
+        torch.zeros(2),
+        torch.eye(2),
+        torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]),
+        torch.tensor([0, 1, 1]),
+        k=1,
+        temperature=0.1,
+    )
     similarity = bank.similarity(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
     nearest = bank.nearest_by_label(similarity, n=3)
     torch.testing.assert_close(nearest, torch.tensor([[1.0, 0.6, -1.0], [0.0, 1.0, -1.0]]))  # option 2 holds no record
@@ -195,7 +225,9 @@ def catch_all_taught(encoder_dir):
     from clef_agents.train.teach import teach
 
     model = make_model(encoder_dir)
-    reports = teach(model, catch_all_records(240, 11), catch_all_records(120, 12), lexical=False, catch_all=["none"], progress=False)
+    reports = teach(
+        model, catch_all_records(240, 11), catch_all_records(120, 12), lexical=False, catch_all=["none"], progress=False
+    )
     return model, reports
 
 
@@ -234,4 +266,3 @@ def test_novelty_without_a_neighbour_bank_is_refused(catch_all_taught):
         replace(entry, neighbours=None)
     with pytest.raises(ValueError, match="one of the options"):
         replace(entry, novelty=replace(entry.novelty, option="elsewhere"))
-

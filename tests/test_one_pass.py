@@ -28,9 +28,14 @@ def test_every_question_routes_to_the_part_that_answers_it(encoder_dir):
 def test_a_node_validates_its_questions_once_and_the_model_trusts_them_after(monkeypatch):
     calls = []
     real = wire.validate_questions
-    monkeypatch.setattr(wire, "validate_questions", lambda questions, *a, **k: calls.append(1) or real(questions, *a, **k))
+    monkeypatch.setattr(
+        wire, "validate_questions", lambda questions, *a, **k: calls.append(1) or real(questions, *a, **k)
+    )
     memo = ValidatedQuestions()
-    asked = {"team": Choice(instructions="which team", criteria={"billing": None, "tech": None}), "urgent": Noul(instructions="urgent?")}
+    asked = {
+        "team": Choice(instructions="which team", criteria={"billing": None, "tech": None}),
+        "urgent": Noul(instructions="urgent?"),
+    }
     first = memo.validate(dict(asked))
     again = memo.validate(dict(asked))
     assert len(calls) == 1 and memo.hits == 1 and list(first) == list(again) == ["team", "urgent"]
@@ -44,15 +49,28 @@ def test_a_node_validates_its_questions_once_and_the_model_trusts_them_after(mon
 def _invariance_requests() -> tuple[dict, dict, dict[str, str]]:
     """A request with duplicated and near-duplicate options, the same request with its options and questions
     reordered and its ids renamed, and the id map."""
-    options = {"billing": "money charged twice", "card_lost": "card lost or stolen", "card lost": "card lost or stolen",
-               "card-lost": None, "lost card": "card lost or stolen!", "tech": None, "sales": "price order"}
-    base = {"urgent": Noul(instructions="is this urgent", criteria={"true": "production down", "false": None}),
-            "team": Choice(instructions="which team", criteria=dict(options)),
-            "anger": Score(instructions="how angry", criteria=["not angry", "angry", "very angry"]),
-            "spam": Noul(instructions="is this spam")}
+    options = {
+        "billing": "money charged twice",
+        "card_lost": "card lost or stolen",
+        "card lost": "card lost or stolen",
+        "card-lost": None,
+        "lost card": "card lost or stolen!",
+        "tech": None,
+        "sales": "price order",
+    }
+    base = {
+        "urgent": Noul(instructions="is this urgent", criteria={"true": "production down", "false": None}),
+        "team": Choice(instructions="which team", criteria=dict(options)),
+        "anger": Score(instructions="how angry", criteria=["not angry", "angry", "very angry"]),
+        "spam": Noul(instructions="is this spam"),
+    }
     shuffled = {k: options[k] for k in ["tech", "card lost", "sales", "lost card", "billing", "card-lost", "card_lost"]}
-    other = {"s p a m": base["spam"], "x.team": Choice(instructions="which team", criteria=shuffled), "🙂": base["anger"],
-             "u": base["urgent"]}
+    other = {
+        "s p a m": base["spam"],
+        "x.team": Choice(instructions="which team", criteria=shuffled),
+        "🙂": base["anger"],
+        "u": base["urgent"],
+    }
     return base, other, {"urgent": "u", "team": "x.team", "anger": "🙂", "spam": "s p a m"}
 
 
@@ -65,7 +83,9 @@ def assert_invariant(model) -> None:
         for key, p in _by_name(base[qid], want).items():
             assert _by_name(other[renamed], got)[key] == pytest.approx(p, abs=1e-5), (qid, key)
     team = _by_name(base["team"], first.answers["team"])
-    assert team["card_lost"] == pytest.approx(team["card lost"], abs=1e-5)  # the same option text twice: the same answer
+    assert team["card_lost"] == pytest.approx(
+        team["card lost"], abs=1e-5
+    )  # the same option text twice: the same answer
 
 
 def _by_name(question, answer) -> dict:
@@ -92,14 +112,19 @@ def test_the_reader_is_opt_in_and_a_checkpoint_saved_without_it_keeps_it(encoder
     from clef_agents.model.reader import QuestionReader, ReaderConfig
 
     model = make_model(encoder_dir)
-    model.engine.attach_reader(QuestionReader.create(ReaderConfig(backbone=str(encoder_dir), max_tokens=64, max_question_tokens=8,
-                                                                  max_option_tokens=4)))
+    model.engine.attach_reader(
+        QuestionReader.create(
+            ReaderConfig(backbone=str(encoder_dir), max_tokens=64, max_question_tokens=8, max_option_tokens=4)
+        )
+    )
     model.save_pretrained(tmp_path / "m")
     request = {"state": TICKET, "questions": {"spam": {"type": "noul", "instructions": "is this spam"}}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
         default = ClefDecisionModel.from_pretrained(tmp_path / "m")
-        assert default.engine.reader is None and default.engine.route(Noul(instructions="is this spam"), None) == ("head",)
+        assert default.engine.reader is None and default.engine.route(Noul(instructions="is this spam"), None) == (
+            "head",
+        )
         response = default.invoke(request)
         assert response.extensions["x_untaught"] == ["spam"] and "x_reader" not in response.extensions
         default.save_pretrained(tmp_path / "again")

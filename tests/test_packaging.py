@@ -41,9 +41,23 @@ def test_a_wheel_built_from_the_checkout_ships_the_checkpoints_and_the_autopilot
     pytest.importorskip("wheel")
     source = _copy_checkout(tmp_path / "checkout")
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", str(source),
-         "-w", str(tmp_path / "dist")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            str(source),
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert built.returncode == 0, built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("clef_agents-*.whl")
@@ -52,7 +66,9 @@ def test_a_wheel_built_from_the_checkout_ships_the_checkpoints_and_the_autopilot
         entry_points = next(archive.read(n).decode() for n in sizes if n.endswith(".dist-info/entry_points.txt"))
 
     checkpoints = _package_files("checkpoints")
-    assert {"clef_agents/checkpoints/mini/config.json", "clef_agents/checkpoints/mini/head.safetensors"} <= set(checkpoints)
+    assert {"clef_agents/checkpoints/mini/config.json", "clef_agents/checkpoints/mini/head.safetensors"} <= set(
+        checkpoints
+    )
     missing = sorted(set(checkpoints) - set(sizes))
     assert not missing, f"the wheel lacks {len(missing)} checkpoint files, e.g. {missing[:5]}"
     changed = sorted(name for name, size in checkpoints.items() if sizes[name] != size)

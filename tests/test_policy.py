@@ -8,10 +8,18 @@ from clef_agents.policy import Band, LanePolicy
 
 
 def test_lanes_follow_the_bands_and_slices(tmp_path):
-    policy = LanePolicy.model_validate({
-        "default": {"auto_at": 0.9, "human_below": 0.5},
-        "questions": {"dept": {"auto_at": 0.8, "human_below": 0.4, "slices": {"refunds": {"auto_at": 0.95, "human_below": 0.6}}}},
-    })
+    policy = LanePolicy.model_validate(
+        {
+            "default": {"auto_at": 0.9, "human_below": 0.5},
+            "questions": {
+                "dept": {
+                    "auto_at": 0.8,
+                    "human_below": 0.4,
+                    "slices": {"refunds": {"auto_at": 0.95, "human_below": 0.6}},
+                }
+            },
+        }
+    )
     assert [policy.lane("dept", p) for p in (0.85, 0.5, 0.3)] == ["auto", "llm", "human"]
     assert policy.lane("dept", 0.85, slice_key="refunds") == "llm"
     assert policy.lane("dept", 0.85, slice_key="unknown-route") == "auto"

@@ -60,14 +60,18 @@ def test_the_weight_grid_is_checked():
 
 
 def test_settings_that_read_both_forms_are_refused_unless_the_single_form_is_asked_for(tmp_path, monkeypatch):
-    from clef_agents.train import precise_calibration as calibrate
     from clef_agents.model.precise import PrefillLM, load_causal_lm
+    from clef_agents.train import precise_calibration as calibrate
     from tests.tiny_models import tiny_causal_lm
 
     folder = tiny_causal_lm(tmp_path / "lm")
     PrefillLM(*load_causal_lm(folder), noul_both_forms=True).save_settings(folder)
-    with pytest.raises(SystemExit, match="read yes/no questions in both forms .*both_forms_calibration.py, or pass --single-form"):
+    with pytest.raises(
+        SystemExit, match="read yes/no questions in both forms .*both_forms_calibration.py, or pass --single-form"
+    ):
         calibrate.main(["--lm", str(folder), "--out", str(tmp_path)])
     monkeypatch.setattr("clef_agents.train.reader_probe.wide_probe_items", lambda rows_per_set: [])
-    assert calibrate.main(["--lm", str(folder), "--single-form", "--out", str(tmp_path)]) == 0  # on to the (empty) probe
+    assert (
+        calibrate.main(["--lm", str(folder), "--single-form", "--out", str(tmp_path)]) == 0
+    )  # on to the (empty) probe
     assert json.loads((tmp_path / "calibration_letter_wide.json").read_text())["items"] == 0

@@ -134,19 +134,33 @@ def test_the_prior_correction_is_checked(lm):
 
 
 def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
-    lm = PrefillLM(*load_causal_lm(folder), calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
-                   answer="name", max_state_tokens=64, prior_correction={"choice": 0.75}, system_prompt="judge the text",
-                   demonstrations=EXAMPLES[:1], questions_first=True, noul_both_forms=True)
+    lm = PrefillLM(
+        *load_causal_lm(folder),
+        calibration=Calibration(noul_a=0.3, noul_b=-0.1, choice_temperature=1.7),
+        answer="name",
+        max_state_tokens=64,
+        prior_correction={"choice": 0.75},
+        system_prompt="judge the text",
+        demonstrations=EXAMPLES[:1],
+        questions_first=True,
+        noul_both_forms=True,
+    )
     assert lm.save_settings(folder).name == SETTINGS_FILE
     try:
         loaded = PrefillLM.load(folder, precision="float32")
-        assert (loaded.calibration.noul_a, loaded.calibration.noul_b, loaded.calibration.choice_temperature) == (0.3, -0.1, 1.7)
+        assert (loaded.calibration.noul_a, loaded.calibration.noul_b, loaded.calibration.choice_temperature) == (
+            0.3,
+            -0.1,
+            1.7,
+        )
         assert (loaded.answer, loaded.max_state_tokens) == ("name", 64)
         assert loaded.prior_correction == {"choice": 0.75}
         assert loaded.system_prompt == "judge the text"
         assert loaded.demonstrations == EXAMPLES[:1] and loaded.questions_first and loaded.noul_both_forms
         assert loaded.state_ids(STATE)[0][:3] == loaded.tokenizer.encode("judge the text", add_special_tokens=False)
-        assert PrefillLM(lm.model, lm.tokenizer).state_ids(STATE)[0] == lm.tokenizer.encode(STATE, add_special_tokens=False)
+        assert PrefillLM(lm.model, lm.tokenizer).state_ids(STATE)[0] == lm.tokenizer.encode(
+            STATE, add_special_tokens=False
+        )
         assert PrefillLM.load(folder, answer="letter").answer == "letter"
     finally:
         (folder / SETTINGS_FILE).unlink()
@@ -154,12 +168,19 @@ def test_the_settings_are_saved_beside_the_model_and_loaded_back(folder):
 
 EXAMPLES = [
     Demonstration(state="card lost", question=Noul(instructions="urgent ?"), answer="yes"),
-    Demonstration(state="help please", question=Choice(instructions="which team ?", criteria={"billing": None, "bug": None}),
-                  answer="bug"),
-    Demonstration(state="money charged twice", question=Score(instructions="how bad ?", criteria=["good", "bad"]), answer="bad"),
+    Demonstration(
+        state="help please",
+        question=Choice(instructions="which team ?", criteria={"billing": None, "bug": None}),
+        answer="bug",
+    ),
+    Demonstration(
+        state="money charged twice", question=Score(instructions="how bad ?", criteria=["good", "bad"]), answer="bad"
+    ),
 ]
-CHAT = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<assistant> {% endif %}")
+CHAT = (
+    "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<assistant> {% endif %}"
+)
 
 
 @pytest.mark.parametrize("answer", ["letter", "name"])
@@ -177,8 +198,9 @@ def test_worked_examples_come_before_every_state_and_are_read_once(folder, answe
         block = shown[start:end].replace("[UNK]", " ").rstrip()  # the tiny vocabulary spells the template's marks [UNK]
         assert block.endswith(f" {example.answer_text(answer)}"), block
     lengths: list[int] = []
-    hook = model.base_model.register_forward_pre_hook(lambda _, args, kwargs: lengths.append(kwargs["input_ids"].shape[1]),
-                                                      with_kwargs=True)
+    hook = model.base_model.register_forward_pre_hook(
+        lambda _, args, kwargs: lengths.append(kwargs["input_ids"].shape[1]), with_kwargs=True
+    )
     try:
         logits, _, _ = lm.logits(STATE, QUESTIONS)
         lm.logits("another state entirely", QUESTIONS[:1])
@@ -200,14 +222,16 @@ def test_questions_first_lists_the_request_s_questions_before_the_state(folder):
     lm = PrefillLM(model, tokenizer, questions_first=True)
     plain = PrefillLM(model, tokenizer)
     ids = lm.state_ids(STATE, QUESTIONS)[0]
-    assert ids[-len(plain.state_ids(STATE)[0]):] == plain.state_ids(STATE)[0]  # the preview, then the state as before
+    assert ids[-len(plain.state_ids(STATE)[0]) :] == plain.state_ids(STATE)[0]  # the preview, then the state as before
     assert tokenizer.decode(ids).index("urgent ?") < tokenizer.decode(ids).index(STATE)
     assert lm.state_ids(STATE)[0] == plain.state_ids(STATE)[0]  # no questions, no preview
     assert PrefillLM(model, tokenizer).state_ids(STATE, QUESTIONS)[0] == plain.state_ids(STATE)[0]  # off by default
     logits, _, tokens = lm.logits(STATE, QUESTIONS)
     for question, got in zip(QUESTIONS, logits):
         with torch.inference_mode():
-            full = torch.log_softmax(model(input_ids=torch.tensor([ids + lm.question_ids(question)])).logits[0, -1].float(), -1)
+            full = torch.log_softmax(
+                model(input_ids=torch.tensor([ids + lm.question_ids(question)])).logits[0, -1].float(), -1
+            )
         expected = torch.stack([torch.logsumexp(full[t], 0) for t in lm.answer_tokens(question)])
         expected = (expected[0] - expected[1]).reshape(1) if isinstance(question, Noul) else expected
         torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
@@ -241,7 +265,9 @@ def test_both_forms_average_a_yes_no_question_with_its_yes_no_choice_and_leave_t
 def test_the_yes_no_choice_keeps_the_instructions_and_the_criterion_s_texts():
     bare = wire.yes_no_choice(Noul(instructions="urgent ?"))
     assert (bare.instructions, bare.criteria) == ("urgent ?", {"yes": None, "no": None})
-    described = wire.yes_no_choice(Noul.model_validate({"instructions": "spam ?", "criteria": {"true": "an ad", "false": "a reply"}}))
+    described = wire.yes_no_choice(
+        Noul.model_validate({"instructions": "spam ?", "criteria": {"true": "an ad", "false": "a reply"}})
+    )
     assert described.criteria == {"yes": "an ad", "no": "a reply"}
     with pytest.raises(TypeError, match="takes a yes/no question \\(Noul\\), got Choice"):
         wire.yes_no_choice(QUESTIONS[1])
@@ -253,14 +279,21 @@ def test_a_variant_shares_the_lm_and_its_caches_and_changes_only_answer_settings
     both = lm.variant(noul_both_forms=True, calibration={"noul_a": 2.0})
     kept = lm.cached_prefixes()
     assert both.model is lm.model and both.cached_prefixes() == kept > 0
-    assert both.noul_both_forms and not lm.noul_both_forms and both.calibration.noul_a == 2.0 and lm.calibration.noul_a == 1.0
+    assert (
+        both.noul_both_forms
+        and not lm.noul_both_forms
+        and both.calibration.noul_a == 2.0
+        and lm.calibration.noul_a == 1.0
+    )
     assert both.prior_correction == {"noul": 0.5}
     fresh = PrefillLM(lm.model, lm.tokenizer, prior_correction={"noul": 0.5}, noul_both_forms=True)
     for a, b in zip(both.logits(STATE, QUESTIONS)[0], fresh.logits(STATE, QUESTIONS)[0]):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     both.logits("another state", QUESTIONS[:1])
     assert lm.cached_prefixes() == kept + 1  # a state the variant read is kept for the LM too
-    with pytest.raises(ValueError, match="a variant may change only calibration, prior_correction, noul_both_forms; got answer"):
+    with pytest.raises(
+        ValueError, match="a variant may change only calibration, prior_correction, noul_both_forms; got answer"
+    ):
         lm.variant(answer="name")
     with pytest.raises(ValueError, match=r"prior_correction must lie in \[0, 1\]"):
         lm.variant(prior_correction={"noul": 2.0})
@@ -270,10 +303,16 @@ def test_a_worked_example_s_answer_must_be_one_of_its_question_s():
     with pytest.raises(ValueError, match=r"answer must be one of \['yes', 'no'\], got 'maybe'"):
         Demonstration(state="card lost", question=Noul(instructions="urgent ?"), answer="maybe")
     with pytest.raises(ValueError, match=r"one of \['billing', 'bug'\], got 'sales'"):
-        Demonstration(state="help", question=Choice(instructions="team ?", criteria={"billing": None, "bug": None}), answer="sales")
+        Demonstration(
+            state="help",
+            question=Choice(instructions="team ?", criteria={"billing": None, "bug": None}),
+            answer="sales",
+        )
     with pytest.raises(ValueError):
         Demonstration(state="", question=Noul(instructions="urgent ?"), answer="yes")
-    level = Demonstration(state="x", question=Score(instructions="how bad ?", criteria=["fine", "very bad"]), answer="very bad")
+    level = Demonstration(
+        state="x", question=Score(instructions="how bad ?", criteria=["fine", "very bad"]), answer="very bad"
+    )
     assert (level.answer_text("name"), level.answer_text("letter")) == ("very bad", "B")
     assert EXAMPLES[0].answer_text("name") == "Yes"
 
@@ -299,7 +338,8 @@ def test_answering_by_name_scores_each_name_as_the_continuation(folder):
     state_tokens = len(lm.state_ids(STATE)[0])
     rows = 1 + 1 + 2  # each name's row: the prompt's last token, then all but the name's last token
     assert tokens == state_tokens + len(lm.question_ids(QUESTIONS[0])) + len(lm.question_ids(QUESTIONS[3])) + (
-        len(lm.question_ids(question)) - 1 + rows)
+        len(lm.question_ids(question)) - 1 + rows
+    )
     many = Choice(instructions="which ?", criteria={f"o{i}": None for i in range(30)})
     assert len(lm.logits(STATE, [many])[0][0]) == 30
     with pytest.raises(ValueError, match="answer must be"):
@@ -333,8 +373,14 @@ def test_the_decision_model_answers_typed_questions_and_a_bad_request_spares_the
     assert response.model == "tiny" and response.usage["output_tokens"] == 0
     assert response.extensions["x_truncation"]["truncated"] is False
     too_many = {"q": Choice(instructions="which ?", criteria={f"o{i}": None for i in range(30)})}
-    good, bad, empty = model.batch([{"state": STATE, "questions": questions}, {"state": STATE, "questions": too_many},
-                                    {"state": STATE, "questions": {}}], return_exceptions=True)
+    good, bad, empty = model.batch(
+        [
+            {"state": STATE, "questions": questions},
+            {"state": STATE, "questions": too_many},
+            {"state": STATE, "questions": {}},
+        ],
+        return_exceptions=True,
+    )
     assert good.answers["urgent"].noul == pytest.approx(response.answers["urgent"].noul)
     assert isinstance(bad, ValueError) and "at most 26" in str(bad)
     assert isinstance(empty, wire.InvalidRequestError)
@@ -383,7 +429,9 @@ def test_the_answer_states_last_layer_gives_the_yes_no_margin_read_by_the_logits
 def probe_for(lm: PrefillLM, layers: list[int]):
     from clef_agents.model.noul_probe import NoulProbe
 
-    states = torch.cat([lm.answer_states(text, NOULS, layers) for text in ("my card is lost", "help please", STATE, "lost card")])
+    states = torch.cat(
+        [lm.answer_states(text, NOULS, layers) for text in ("my card is lost", "help please", STATE, "lost card")]
+    )
     return NoulProbe.fit(states, [1, 0] * 4, layers, l2=0.1)
 
 
@@ -456,8 +504,12 @@ def test_a_trained_adapter_moves_yes_no_answers_and_leaves_choices_and_scores_as
     assert after[0].item() - before[0].item() > 0.3 and before[3].item() - after[3].item() > 0.3
     torch.testing.assert_close(after[1], before[1], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(after[2], before[2], atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(torch.cat([after[0], after[3]]), lm.training_margins(STATE, [QUESTIONS[0], QUESTIONS[3]]).detach(),
-                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(
+        torch.cat([after[0], after[3]]),
+        lm.training_margins(STATE, [QUESTIONS[0], QUESTIONS[3]]).detach(),
+        atol=1e-4,
+        rtol=1e-4,
+    )
 
 
 def test_the_adapter_is_saved_beside_the_settings_and_loaded_back(folder):

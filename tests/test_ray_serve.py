@@ -22,7 +22,11 @@ pytestmark = pytest.mark.timeout(300)  # ~15 s on an idle 2-core machine; Ray st
 
 QUESTIONS = {
     "refund": {"type": "noul", "instructions": "Does the customer want money back?"},
-    "team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": None, "tech": None, "sales": None}},
+    "team": {
+        "type": "choice",
+        "instructions": "Which team?",
+        "criteria": {"billing": None, "tech": None, "sales": None},
+    },
 }
 
 
@@ -44,7 +48,9 @@ def test_two_replicas_answer_like_the_model_and_batch_concurrent_requests(ray_ur
 
     async def burst() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=ray_url, headers=headers, timeout=60) as client:
-            return await asyncio.gather(*(client.post("/v1/systemone", json={"state": s, "questions": QUESTIONS}) for s in states))
+            return await asyncio.gather(
+                *(client.post("/v1/systemone", json={"state": s, "questions": QUESTIONS}) for s in states)
+            )
 
     responses = asyncio.run(burst())
     assert [r.status_code for r in responses] == [200] * len(states)
@@ -62,7 +68,9 @@ def test_two_replicas_answer_like_the_model_and_batch_concurrent_requests(ray_ur
 
 
 def test_same_validation_auth_and_client_as_the_single_server(ray_url: str) -> None:
-    bad = httpx.post(f"{ray_url}/v1/systemone", content=b'{"state": ', headers={"Authorization": "Bearer k"}, timeout=30)
+    bad = httpx.post(
+        f"{ray_url}/v1/systemone", content=b'{"state": ', headers={"Authorization": "Bearer k"}, timeout=30
+    )
     no_key = httpx.post(f"{ray_url}/v1/systemone", json={"state": "x", "questions": QUESTIONS}, timeout=30)
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][0] == "body"
     assert no_key.status_code == 401 and no_key.json()["detail"]["error_type"] == "authentication_error"

@@ -47,8 +47,12 @@ def model_with_reader(folder):
 
 def team_and_spam_questions() -> tuple[wire.Choice, wire.Noul]:
     """A two-option choice and a yes/no question, as the engine receives them."""
-    questions = wire.validate_questions({"c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
-                                         "s": {"type": "noul", "instructions": "is this spam"}})
+    questions = wire.validate_questions(
+        {
+            "c": {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None}},
+            "s": {"type": "noul", "instructions": "is this spam"},
+        }
+    )
     return questions["c"], questions["s"]
 
 
@@ -68,7 +72,9 @@ def test_a_yes_no_question_is_one_pass_with_the_question_first_and_the_state_sec
 
 def test_option_spans_cover_exactly_each_option_and_many_options_take_more_passes(tiny_folder):
     reader = make_reader(tiny_folder, max_options_tokens=8)
-    question = wire.Choice(instructions="which team", criteria={"billing": None, "bug crash": None, "sales": None, "refund money": None})
+    question = wire.Choice(
+        instructions="which team", criteria={"billing": None, "bug crash": None, "sales": None, "refund money": None}
+    )
     passes = reader.layout("refund my money please", question)
     names = [decode(reader, p.input_ids[a:b]) for p in passes for a, b in p.option_spans]
     assert names == ["billing", "bug crash", "sales", "refund money"]
@@ -92,7 +98,9 @@ def test_a_long_state_keeps_its_head_and_tail_within_the_window(tiny_folder):
 
 
 def test_the_question_text_carries_a_nouls_criteria_and_options_read_humanised():
-    q = wire.validate_questions({"x": {"type": "noul", "instructions": "Spam?", "criteria": {"true": "ads", "false": "a friend"}}})["x"]
+    q = wire.validate_questions(
+        {"x": {"type": "noul", "instructions": "Spam?", "criteria": {"true": "ads", "false": "a friend"}}}
+    )["x"]
     assert question_text(q) == "Spam? (yes: ads; no: a friend)"
     c = wire.Choice(instructions="?", criteria={"lost_card": "The card is gone.", "refund": None})
     assert reader_option_texts(c) == ["lost card: The card is gone.", "refund"]
@@ -104,13 +112,26 @@ def toy_records(n: int, seed: int) -> list[dict]:
     out = []
     for _ in range(n):
         spam = rng.random() < 0.5
-        state = " ".join(rng.sample(["hello", "thanks", "my", "order", "the"], 3) + (["win", "prize"] if spam else ["late", "delivery"]))
+        state = " ".join(
+            rng.sample(["hello", "thanks", "my", "order", "the"], 3)
+            + (["win", "prize"] if spam else ["late", "delivery"])
+        )
         negated = rng.random() < 0.5
-        out.append({"state": state, "questions": {QID: {"type": "noul", "instructions": "not spam" if negated else "spam"}},
-                    "labels": {QID: spam != negated}})
+        out.append(
+            {
+                "state": state,
+                "questions": {QID: {"type": "noul", "instructions": "not spam" if negated else "spam"}},
+                "labels": {QID: spam != negated},
+            }
+        )
         names = ["spam", "delivery"] if rng.random() < 0.5 else ["delivery", "spam"]
-        out.append({"state": state, "questions": {QID: {"type": "choice", "instructions": "which", "criteria": dict.fromkeys(names)}},
-                    "labels": {QID: "spam" if spam else "delivery"}})
+        out.append(
+            {
+                "state": state,
+                "questions": {QID: {"type": "choice", "instructions": "which", "criteria": dict.fromkeys(names)}},
+                "labels": {QID: "spam" if spam else "delivery"},
+            }
+        )
     return out
 
 
@@ -124,7 +145,7 @@ def test_training_steps_lower_the_loss_and_calibration_is_fitted_on_held_out_rec
     reader.train_mode(True)
     losses = []
     for step in range(100):
-        batch = train[(step * 16) % len(train):][:16]
+        batch = train[(step * 16) % len(train) :][:16]
         loss = batch_loss(reader, batch)
         optimizer.zero_grad()
         loss.backward()
@@ -137,7 +158,9 @@ def test_training_steps_lower_the_loss_and_calibration_is_fitted_on_held_out_rec
     assert calibration.fitted_on == {"nouls": 40, "choices": 40, "scores": 0}
     assert calibration.noul_a > 0 and calibration.choice_temperature > 0
     reader.set_calibration(calibration)
-    probs = reader.predict([(wire.state_text(r["state"]), wire.validate_questions(r["questions"])[QID]) for r in toy_records(20, 2)])
+    probs = reader.predict(
+        [(wire.state_text(r["state"]), wire.validate_questions(r["questions"])[QID]) for r in toy_records(20, 2)]
+    )
     gold = [g for _, _, g in typed_items(toy_records(20, 2))]
     accuracy = sum(max(range(len(p)), key=p.__getitem__) == g for p, g in zip(probs, gold)) / len(gold)
     assert accuracy >= 0.9
@@ -145,7 +168,10 @@ def test_training_steps_lower_the_loss_and_calibration_is_fitted_on_held_out_rec
 
 def test_save_and_load_give_the_same_answers(tiny_folder, tmp_path):
     reader = make_reader(tiny_folder)
-    items = [("win a prize", wire.Noul(instructions="spam")), ("late delivery", wire.Choice(instructions="which", criteria={"a": None, "b": None}))]
+    items = [
+        ("win a prize", wire.Noul(instructions="spam")),
+        ("late delivery", wire.Choice(instructions="which", criteria={"a": None, "b": None})),
+    ]
     reader.save(tmp_path / "r", dtype=torch.float32)
     assert QuestionReader.exists(tmp_path / "r") and not QuestionReader.exists(tmp_path)
     again = QuestionReader.load(tmp_path / "r")
@@ -171,7 +197,9 @@ def test_the_engine_answers_untaught_questions_with_the_reader_and_saves_it(tiny
     assert response.extensions["x_reader"] == ["s"]
     expected = reader.predict([("win a prize", wire.validate_questions({"s": noul})["s"])])[0]
     assert wire.answer_probabilities(response.answers["s"]) == pytest.approx(expected, abs=1e-6)
-    assert response.usage["input_tokens"] == len(reader.layout("win a prize", wire.validate_questions({"s": noul})["s"])[0].input_ids)
+    assert response.usage["input_tokens"] == len(
+        reader.layout("win a prize", wire.validate_questions({"s": noul})["s"])[0].input_ids
+    )
     model.save_pretrained(tmp_path / "m")
     from clef_agents.model import ClefDecisionModel, UntrainedModelWarning
 
@@ -235,7 +263,10 @@ def test_calibrate_refits_the_readers_final_temperature_on_the_questions_it_answ
     before = summarise_calibration(model, records)["noul"]
     fitted = fit_reader_temperature(model, records, progress=False)
     assert fitted["questions"] == {"noul": 40, "choice": 40, "score": 0}
-    assert fitted["temperatures"]["noul"] > 0.05 and reader.describe()["final_temperature"]["noul"] == fitted["temperatures"]["noul"]
+    assert (
+        fitted["temperatures"]["noul"] > 0.05
+        and reader.describe()["final_temperature"]["noul"] == fitted["temperatures"]["noul"]
+    )
     after = summarise_calibration(model, records)["noul"]
     assert after["nll"] < before["nll"] and after["accuracy"] == before["accuracy"]
     assert fit_reader_temperature(model, records[:10], progress=False)["temperatures"] == {}  # 5 of each: too few
@@ -245,12 +276,27 @@ def test_calibrate_refits_the_readers_final_temperature_on_the_questions_it_answ
     (tmp_path / "labelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
-        assert main(["calibrate", "--model", str(tmp_path / "sharp") + "+reader", "--records", str(tmp_path / "labelled.jsonl"),
-                     "--out", str(tmp_path / "refitted")]) == 0
+        assert (
+            main(
+                [
+                    "calibrate",
+                    "--model",
+                    str(tmp_path / "sharp") + "+reader",
+                    "--records",
+                    str(tmp_path / "labelled.jsonl"),
+                    "--out",
+                    str(tmp_path / "refitted"),
+                ]
+            )
+            == 0
+        )
         report = json.loads(capsys.readouterr().out)
         saved = ClefDecisionModel.from_pretrained(tmp_path / "refitted", reader=True)
     assert report["reader_final_temperature"]["temperatures"]["noul"] > 0.05
-    assert saved.engine.reader.describe()["final_temperature"]["noul"] == report["reader_final_temperature"]["temperatures"]["noul"]
+    assert (
+        saved.engine.reader.describe()["final_temperature"]["noul"]
+        == report["reader_final_temperature"]["temperatures"]["noul"]
+    )
     assert report["after"]["noul"]["nll"] < report["before"]["noul"]["nll"]
 
 
@@ -258,9 +304,17 @@ def test_the_cli_parses_train_reader_with_its_defaults():
     from clef_agents.cli import build_parser
 
     args = build_parser().parse_args(["train-reader", "--out", "runs/r", "--model", "mini"])
-    assert (args.steps, args.batch_size, args.exclude, args.max_tokens, args.keep_every) == (2300, 32, ["banking77"], 256, None)
+    assert (args.steps, args.batch_size, args.exclude, args.max_tokens, args.keep_every) == (
+        2300,
+        32,
+        ["banking77"],
+        256,
+        None,
+    )
     assert args.func.__name__ == "_run_train_reader"
-    kept = build_parser().parse_args(["train-reader", "--out", "runs/r", "--keep-every", "300", "--exclude", "banking77", "xstest"])
+    kept = build_parser().parse_args(
+        ["train-reader", "--out", "runs/r", "--keep-every", "300", "--exclude", "banking77", "xstest"]
+    )
     assert (kept.keep_every, kept.exclude) == (300, ["banking77", "xstest"])
 
 
@@ -273,7 +327,9 @@ def test_evaluation_scores_untaught_questions_by_the_readers_answers(tiny_folder
     records = toy_records(6, seed=3)
     report = evaluate_records(model, records, progress=False)
     assert report["noul"]["reader_questions"] == 6 and report["choice"]["reader_questions"] == 6
-    probs = reader.predict([(wire.state_text(r["state"]), wire.validate_questions(r["questions"])[QID]) for r in records])
+    probs = reader.predict(
+        [(wire.state_text(r["state"]), wire.validate_questions(r["questions"])[QID]) for r in records]
+    )
     gold = [g for _, _, g in typed_items(records)]
     nouls = [(p, g) for p, g, r in zip(probs, gold, records) if r["questions"][QID]["type"] == "noul"]
     expected = sum(max(range(2), key=p.__getitem__) == g for p, g in nouls) / len(nouls)
@@ -285,7 +341,11 @@ def test_choices_with_more_options_than_the_reader_takes_go_to_the_head(tiny_fol
     model = make_model(tiny_folder)
     model.engine.attach_reader(make_reader(tiny_folder, max_options=3))
     small = {"type": "choice", "instructions": "which team", "criteria": {"billing": None, "sales": None, "bug": None}}
-    large = {"type": "choice", "instructions": "which team", "criteria": dict.fromkeys(["billing", "sales", "bug", "login"])}
+    large = {
+        "type": "choice",
+        "instructions": "which team",
+        "criteria": dict.fromkeys(["billing", "sales", "bug", "login"]),
+    }
     noul = {"type": "noul", "instructions": "is this spam"}
     response = model.invoke({"state": "refund my money", "questions": {"small": small, "large": large, "spam": noul}})
     assert response.extensions["x_reader"] == ["small", "spam"]
@@ -323,7 +383,9 @@ def test_head_weights_mix_the_heads_answer_into_the_readers_for_their_type_only(
     assert model.engine.read_by_head([choice, noul]) == [True, False]
     mixed = model.engine.predict([(state, [choice, noul])])[0]
     assert mixed.answered_by == ["reader", "reader"]
-    assert mixed.probabilities[0] == pytest.approx(QuestionReader.mix_with_head(read[0], head[0], 0.5), abs=2e-4)  # batched apart
+    assert mixed.probabilities[0] == pytest.approx(
+        QuestionReader.mix_with_head(read[0], head[0], 0.5), abs=2e-4
+    )  # batched apart
     assert mixed.probabilities[1] == pytest.approx(read[1], abs=2e-4)
     assert mixed.probabilities[0] != pytest.approx(read[0], abs=1e-3)
     reader.save(tmp_path / "r")
@@ -383,8 +445,12 @@ def test_evaluation_scores_the_readers_questions_by_what_the_model_answers(tiny_
     reader.set_final_temperature({"noul": 2.0, "choice": 0.7})
     records = toy_records(6, seed=5)
     collected = collect_logits(model, records, progress=False)
-    answered = [model.engine.predict([(wire.state_text(r["state"]), [wire.validate_questions(r["questions"])[QID]])])[0].probabilities[0]
-                for r in records]
+    answered = [
+        model.engine.predict([(wire.state_text(r["state"]), [wire.validate_questions(r["questions"])[QID]])])[
+            0
+        ].probabilities[0]
+        for r in records
+    ]
     assert all(item.read for item in collected)
     for item, expected in zip(collected, answered):
         assert item.answered == pytest.approx(expected, abs=2e-4)  # batched apart
@@ -450,15 +516,31 @@ def test_the_wide_probe_asks_every_question_type_on_trainable_sets_only():
 
 
 def test_train_reader_learns_from_staged_records_and_keeps_every_checkpoint(tiny_folder, tmp_path):
-    from clef_agents.train.reader import train_reader
     from clef_agents.records import read_records, write_records
+    from clef_agents.train.reader import train_reader
 
     write_records(tmp_path / "train.jsonl", [{**r, "meta": {"dataset": "toy"}} for r in toy_records(40, seed=0)])
     staged = read_records(tmp_path / "train.jsonl")
     config = ReaderConfig(backbone=str(tiny_folder), max_tokens=64, max_question_tokens=8, max_option_tokens=4)
-    summary = train_reader(tmp_path / "run", steps=4, batch_size=8, records=staged, valid_records=toy_records(30, seed=5),
-                           config=config, device="cpu", progress=False, save_every=2, keep_every=2)
-    assert (summary["staged"], summary["records"], summary["sets"], summary["device"], summary["steps"]) == (True, 80, ["toy"], "cpu", 4)
+    summary = train_reader(
+        tmp_path / "run",
+        steps=4,
+        batch_size=8,
+        records=staged,
+        valid_records=toy_records(30, seed=5),
+        config=config,
+        device="cpu",
+        progress=False,
+        save_every=2,
+        keep_every=2,
+    )
+    assert (summary["staged"], summary["records"], summary["sets"], summary["device"], summary["steps"]) == (
+        True,
+        80,
+        ["toy"],
+        "cpu",
+        4,
+    )
     assert summary["calibration"]["fitted_on"] == {"nouls": 30, "choices": 30, "scores": 0}
     for kept in ("step2", "step4", "last", "final"):
         assert QuestionReader.exists(tmp_path / "run" / kept), kept
@@ -474,25 +556,59 @@ def test_train_reader_learns_from_staged_records_and_keeps_every_checkpoint(tiny
 def test_the_cli_parses_staged_reader_training_and_the_staging_command():
     from clef_agents.cli import build_parser
 
-    args = build_parser().parse_args(["train-reader", "--out", "r", "--records", "a.jsonl", "b.jsonl", "--valid-records", "v.jsonl",
-                                      "--device", "cuda"])
+    args = build_parser().parse_args(
+        [
+            "train-reader",
+            "--out",
+            "r",
+            "--records",
+            "a.jsonl",
+            "b.jsonl",
+            "--valid-records",
+            "v.jsonl",
+            "--device",
+            "cuda",
+        ]
+    )
     assert (args.records, args.valid_records, args.device) == (["a.jsonl", "b.jsonl"], ["v.jsonl"], "cuda")
     staged = build_parser().parse_args(["reader-records", "--out", "s.jsonl", "--per-set", "10", "--split", "valid"])
-    assert (staged.out, staged.per_set, staged.split, staged.exclude, staged.data_version) == ("s.jsonl", 10, "valid", ["banking77"], 2)
+    assert (staged.out, staged.per_set, staged.split, staged.exclude, staged.data_version) == (
+        "s.jsonl",
+        10,
+        "valid",
+        ["banking77"],
+        2,
+    )
     assert staged.func.__name__ == "_run_reader_records"
 
 
 def test_reader_records_writes_a_draw_that_train_reader_reads_back(tmp_path, capsys):
     from clef_agents.cli import main
-    from clef_agents.train import datasets
     from clef_agents.records import read_records
+    from clef_agents.train import datasets
 
     try:
         datasets.data_root()
     except FileNotFoundError:
         pytest.skip("shared data folder not found (set CLEF_AGENTS_DATA)")
     out = tmp_path / "staged" / "valid.jsonl"
-    assert main(["reader-records", "--out", str(out), "--split", "valid", "--per-set", "4", "--exclude", "banking77", "xstest"]) == 0
+    assert (
+        main(
+            [
+                "reader-records",
+                "--out",
+                str(out),
+                "--split",
+                "valid",
+                "--per-set",
+                "4",
+                "--exclude",
+                "banking77",
+                "xstest",
+            ]
+        )
+        == 0
+    )
     staged = read_records(out)
     assert staged == reader_records("valid", per_set=4, exclude=["banking77", "xstest"])
     assert f"{len(staged)} one-question records" in capsys.readouterr().out

@@ -9,8 +9,12 @@ from clef_agents.train.reader_choice import kept_steps, main, report_stem
 
 def folds(**criteria: float) -> list[dict]:
     """Two folds whose out-of-fold criterion per step is ``criteria`` (step names with spaces as underscores)."""
-    names = {"probe_calibration": "probe calibration", "prior": "+ prior correction", "mixing": "+ head mixing",
-             "calibration_mixing": "probe calibration + head mixing"}
+    names = {
+        "probe_calibration": "probe calibration",
+        "prior": "+ prior correction",
+        "mixing": "+ head mixing",
+        "calibration_mixing": "probe calibration + head mixing",
+    }
     check = {names[k]: {"criterion": v} for k, v in criteria.items()}
     return [{"check": check}, {"check": check}]
 
@@ -24,7 +28,13 @@ def test_a_knob_is_kept_only_when_it_raises_the_out_of_fold_criterion():
 
 def test_one_fold_that_does_not_improve_keeps_nothing():
     one, other = folds(probe_calibration=0.6, prior=0.62, mixing=0.65, calibration_mixing=0.66)
-    other = {"check": {**other["check"], "+ prior correction": {"criterion": 0.55}, "probe calibration + head mixing": {"criterion": 0.5}}}
+    other = {
+        "check": {
+            **other["check"],
+            "+ prior correction": {"criterion": 0.55},
+            "probe calibration + head mixing": {"criterion": 0.5},
+        }
+    }
     assert kept_steps([one, other]) == (False, False)
 
 

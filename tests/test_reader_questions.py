@@ -24,12 +24,20 @@ def write(folder, name, items, family="tests"):
 
 
 def item(item_id, **overrides):
-    base = {"id": item_id, "state": "Order 7 will be delivered on Monday. It has not shipped yet.",
-            "questions": [{"type": "noul", "question": "Has order 7 shipped?", "answer": False},
-                          {"type": "noul", "question": "Is delivery expected on Monday?", "answer": True},
-                          {"type": "choice", "question": "What is the order's status?",
-                           "options": {"delivered": None, "waiting to ship": "not yet handed to the carrier", "cancelled": None},
-                           "answer": "waiting to ship"}]}
+    base = {
+        "id": item_id,
+        "state": "Order 7 will be delivered on Monday. It has not shipped yet.",
+        "questions": [
+            {"type": "noul", "question": "Has order 7 shipped?", "answer": False},
+            {"type": "noul", "question": "Is delivery expected on Monday?", "answer": True},
+            {
+                "type": "choice",
+                "question": "What is the order's status?",
+                "options": {"delivered": None, "waiting to ship": "not yet handed to the carrier", "cancelled": None},
+                "answer": "waiting to ship",
+            },
+        ],
+    }
     return {**base, **overrides}
 
 
@@ -37,18 +45,35 @@ def test_items_load_with_their_questions_and_every_answer_kept(tmp_path):
     (loaded,) = load_written(write(tmp_path, "a.json", [item("t1")]))
     assert (loaded.id, loaded.family, [q.type for q in loaded.questions]) == ("t1", "tests", ["noul", "noul", "choice"])
     assert [q.answer for q in loaded.questions] == [False, True, "waiting to ship"]
-    assert loaded.questions[2].options == {"delivered": None, "waiting to ship": "not yet handed to the carrier", "cancelled": None}
+    assert loaded.questions[2].options == {
+        "delivered": None,
+        "waiting to ship": "not yet handed to the carrier",
+        "cancelled": None,
+    }
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"questions": [{"type": "noul", "question": "Shipped?", "answer": "no"}]}, "must be true or false"),
-    ({"questions": [{"type": "choice", "question": "Status?", "options": {"a": None, "b": None}, "answer": "c"}]}, "not one of the options"),
-    ({"questions": [{"type": "choice", "question": "Status?", "options": {"a": None}, "answer": "a"}]}, "at least two names"),
-    ({"questions": [{"type": "score", "question": "How late?", "answer": 2}]}, "'type' must be 'noul' or 'choice'"),
-    ({"questions": [{"type": "noul", "question": " ", "answer": True}]}, "non-empty string"),
-    ({"state": ""}, "'state' must be a non-empty string"),
-    ({"questions": []}, "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"questions": [{"type": "noul", "question": "Shipped?", "answer": "no"}]}, "must be true or false"),
+        (
+            {
+                "questions": [
+                    {"type": "choice", "question": "Status?", "options": {"a": None, "b": None}, "answer": "c"}
+                ]
+            },
+            "not one of the options",
+        ),
+        (
+            {"questions": [{"type": "choice", "question": "Status?", "options": {"a": None}, "answer": "a"}]},
+            "at least two names",
+        ),
+        ({"questions": [{"type": "score", "question": "How late?", "answer": 2}]}, "'type' must be 'noul' or 'choice'"),
+        ({"questions": [{"type": "noul", "question": " ", "answer": True}]}, "non-empty string"),
+        ({"state": ""}, "'state' must be a non-empty string"),
+        ({"questions": []}, "non-empty list"),
+    ],
+)
 def test_a_bad_item_is_refused_with_the_file_the_item_and_the_field(tmp_path, bad, message):
     with pytest.raises(ValueError, match=message) as caught:
         load_written(write(tmp_path, "bad.json", [item("t1", **bad)]))

@@ -34,7 +34,9 @@ def _noul_record(label):
 def _score_record(label):
     return {
         "state": "great film",
-        "questions": {"sentiment": {"type": "score", "instructions": "How positive?", "criteria": ["bad", "ok", "good"]}},
+        "questions": {
+            "sentiment": {"type": "score", "instructions": "How positive?", "criteria": ["bad", "ok", "good"]}
+        },
         "labels": {"sentiment": label},
     }
 
@@ -59,8 +61,15 @@ def test_read_records_names_file_and_line_of_bad_json(tmp_path):
 
 
 def test_valid_records_of_every_type_pass_and_are_counted():
-    records = [_choice_record("card_arrival"), _choice_record("lost_card"), _choice_record("card_arrival"),
-               _noul_record(True), _noul_record("no"), _score_record(2), _score_record("0")]
+    records = [
+        _choice_record("card_arrival"),
+        _choice_record("lost_card"),
+        _choice_record("card_arrival"),
+        _noul_record(True),
+        _noul_record("no"),
+        _score_record(2),
+        _score_record("0"),
+    ]
     report = validate_records(records)
     assert report.ok, report.format_errors()
     assert report.n_records == 7

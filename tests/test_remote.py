@@ -20,7 +20,12 @@ QUESTIONS = {
     "team": Choice(instructions="Which team?", criteria={"billing": "invoices", "tech": None}),
     "anger": Score(instructions="How angry?", criteria=["calm", "annoyed", "furious"]),
 }
-OK_BODY = {"model": "m", "answers": {"refund": {"type": "noul", "noul": 0.75}}, "usage": {"input_tokens": 7, "output_tokens": 0}, "x_truncation": None}
+OK_BODY = {
+    "model": "m",
+    "answers": {"refund": {"type": "noul", "noul": 0.75}},
+    "usage": {"input_tokens": 7, "output_tokens": 0},
+    "x_truncation": None,
+}
 
 
 def request(state: Any = "charged twice, refund please", questions: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -43,7 +48,9 @@ class Script:
 
 
 def remote_with(script: Script, **kwargs: Any) -> RemoteDecisionModel:
-    return RemoteDecisionModel(base_url="http://sys1.test", transport=httpx.MockTransport(script), backoff_s=0.0, **kwargs)
+    return RemoteDecisionModel(
+        base_url="http://sys1.test", transport=httpx.MockTransport(script), backoff_s=0.0, **kwargs
+    )
 
 
 # --------------------------------------------------------------------------- MockTransport
@@ -57,7 +64,9 @@ def test_posts_the_wire_body_with_bearer_key_and_parses_extensions() -> None:
     assert isinstance(remote, BaseDecisionModel)
     assert sent.url == "http://sys1.test/v1/systemone"
     assert sent.headers["authorization"] == "Bearer k3y"
-    assert json.loads(sent.content) == wire.request_to_wire("charged twice, refund please", {"refund": QUESTIONS["refund"]}, model="clef-mini")
+    assert json.loads(sent.content) == wire.request_to_wire(
+        "charged twice, refund please", {"refund": QUESTIONS["refund"]}, model="clef-mini"
+    )
     assert isinstance(response, wire.DecisionResponse)
     assert response.nouls["refund"].noul == 0.75
     assert response.usage["input_tokens"] == 7
@@ -67,16 +76,22 @@ def test_posts_the_wire_body_with_bearer_key_and_parses_extensions() -> None:
 def test_invalid_questions_are_refused_locally_without_a_request() -> None:
     script = Script(httpx.Response(200, json=OK_BODY))
     with pytest.raises(wire.InvalidRequestError, match="a choice needs 2 to 255 options, got 1"):
-        remote_with(script).invoke(request(questions={"team": {"type": "choice", "instructions": "?", "criteria": {"a": None}}}))
+        remote_with(script).invoke(
+            request(questions={"team": {"type": "choice", "instructions": "?", "criteria": {"a": None}}})
+        )
     assert script.requests == []
 
 
 def test_a_422_becomes_invalid_request_error_with_the_server_detail() -> None:
-    detail = [{"loc": ["body", "questions", "q"], "msg": "this server allows 16 options at most", "type": "value_error"}]
+    detail = [
+        {"loc": ["body", "questions", "q"], "msg": "this server allows 16 options at most", "type": "value_error"}
+    ]
     script = Script(httpx.Response(422, json={"detail": detail}))
     with pytest.raises(wire.InvalidRequestError) as caught:
         remote_with(script).invoke(request())
-    assert caught.value.errors == [{"loc": ["questions", "q"], "msg": "this server allows 16 options at most", "type": "value_error"}]
+    assert caught.value.errors == [
+        {"loc": ["questions", "q"], "msg": "this server allows 16 options at most", "type": "value_error"}
+    ]
     assert len(script.requests) == 1
 
 
@@ -85,7 +100,11 @@ def test_other_4xx_raise_at_once_with_the_server_detail(status: int) -> None:
     script = Script(httpx.Response(status, json={"detail": {"error_type": "some_error", "message": "because"}}))
     with pytest.raises(SystemOneHTTPError) as caught:
         remote_with(script, max_retries=3).invoke(request())
-    assert (caught.value.status_code, caught.value.error_type, caught.value.message) == (status, "some_error", "because")
+    assert (caught.value.status_code, caught.value.error_type, caught.value.message) == (
+        status,
+        "some_error",
+        "because",
+    )
     assert len(script.requests) == 1  # 4xx is never retried
 
 
@@ -179,7 +198,9 @@ def test_remote_batch_is_micro_batched_by_the_server(fake: FakeDecisionModel) ->
 async def test_remote_async_against_the_real_server(server: str, fake: FakeDecisionModel) -> None:
     async with RemoteDecisionModel(base_url=server, api_key="k") as remote:
         got = await remote.abatch([request(f"s{i}") for i in range(4)])
-    assert [r.nouls["refund"].noul for r in got] == [fake.invoke(request(f"s{i}")).nouls["refund"].noul for i in range(4)]
+    assert [r.nouls["refund"].noul for r in got] == [
+        fake.invoke(request(f"s{i}")).nouls["refund"].noul for i in range(4)
+    ]
 
 
 def test_server_refusals_reach_the_caller(server: str) -> None:

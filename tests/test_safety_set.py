@@ -37,8 +37,12 @@ def ask(model: Any, safety: dict[str, Any]) -> dict[str, dict[str, list[float]]]
     from clef_agents import wire
 
     responses = model.batch([{"state": item["state"], "questions": safety["questions"]} for item in safety["items"]])
-    return {item["id"]: {qid: [round(p, 4) for p in wire.answer_probabilities(response.answers[qid])] for qid in safety["questions"]}
-            for item, response in zip(safety["items"], responses)}
+    return {
+        item["id"]: {
+            qid: [round(p, 4) for p in wire.answer_probabilities(response.answers[qid])] for qid in safety["questions"]
+        }
+        for item, response in zip(safety["items"], responses)
+    }
 
 
 def decision(question: dict[str, Any], probabilities: list[float]) -> Any:
@@ -49,8 +53,10 @@ def decision(question: dict[str, Any], probabilities: list[float]) -> Any:
 
 def right(safety: dict[str, Any], answers: dict[str, dict[str, list[float]]]) -> dict[str, int]:
     """Per question id, how many items the answers decide as their gold says."""
-    return {qid: sum(decision(q, answers[item["id"]][qid]) == item["gold"][qid] for item in safety["items"])
-            for qid, q in safety["questions"].items()}
+    return {
+        qid: sum(decision(q, answers[item["id"]][qid]) == item["gold"][qid] for item in safety["items"])
+        for qid, q in safety["questions"].items()
+    }
 
 
 def changes(safety: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -60,8 +66,10 @@ def changes(safety: dict[str, Any], before: dict[str, Any], after: dict[str, Any
         for qid, q in safety["questions"].items():
             old, new = before[item["id"]][qid], after[item["id"]][qid]
             if decision(q, old) != decision(q, new):
-                lines.append(f"{item['id']} {qid}: {decision(q, old)} ({max(old):.2f}) → {decision(q, new)} ({max(new):.2f}); "
-                             f"gold {item['gold'][qid]}; {item['state'][:70]!r}")
+                lines.append(
+                    f"{item['id']} {qid}: {decision(q, old)} ({max(old):.2f}) → {decision(q, new)} ({max(new):.2f}); "
+                    f"gold {item['gold'][qid]}; {item['state'][:70]!r}"
+                )
     return lines
 
 
@@ -82,15 +90,21 @@ def test_the_default_path_keeps_its_recorded_safety_answers():
     recorded = json.loads(ANSWERS_FILE.read_text(encoding="utf-8"))
     now = ask(ClefDecisionModel.from_pretrained("mini"), safety)
     moved = changes(safety, recorded["answers"], now)
-    assert not moved, "the default path moved safety answers (rerun `python tests/test_safety_set.py` and record "\
-                      "them deliberately):\n" + "\n".join(moved)
-    drift = max(abs(a - b) for item in now for qid in now[item] for a, b in zip(now[item][qid], recorded["answers"][item][qid]))
+    assert not moved, (
+        "the default path moved safety answers (rerun `python tests/test_safety_set.py` and record "
+        "them deliberately):\n" + "\n".join(moved)
+    )
+    drift = max(
+        abs(a - b) for item in now for qid in now[item] for a, b in zip(now[item][qid], recorded["answers"][item][qid])
+    )
     assert drift <= PROBABILITY_TOLERANCE
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Ask the frozen safety set; print before (recorded) → after (now).")
-    parser.add_argument("--model", default="mini", help="a clef_agents.load_model spec (default: mini, its default path)")
+    parser.add_argument(
+        "--model", default="mini", help="a clef_agents.load_model spec (default: mini, its default path)"
+    )
     parser.add_argument("--record", action="store_true", help="write the answers to fixtures/safety_answers.json")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -19,7 +19,11 @@ from clef_agents.serve.local import serve_in_thread
 from clef_agents.testing import FakeDecisionModel
 
 NOUL = {"type": "noul", "instructions": "Does the customer want money back?"}
-CHOICE = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "invoices", "tech": None, "sales": "pricing"}}
+CHOICE = {
+    "type": "choice",
+    "instructions": "Which team?",
+    "criteria": {"billing": "invoices", "tech": None, "sales": "pricing"},
+}
 SCORE = {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "furious"]}
 
 
@@ -53,7 +57,14 @@ def test_answers_every_question_type_with_the_wire_shape(server: str, fake: Reco
     assert r.status_code == 200
     assert r.headers["content-type"] == "application/json"
     got = r.json()
-    direct = wire.response_to_wire(fake.invoke({"state": "I was charged twice, refund me", "questions": wire.validate_questions({"refund": NOUL, "team": CHOICE, "anger": SCORE})}))
+    direct = wire.response_to_wire(
+        fake.invoke(
+            {
+                "state": "I was charged twice, refund me",
+                "questions": wire.validate_questions({"refund": NOUL, "team": CHOICE, "anger": SCORE}),
+            }
+        )
+    )
     assert got["model"] == "fake-model"
     assert got["answers"] == direct["answers"]
     assert got["usage"] == direct["usage"]
@@ -75,10 +86,14 @@ async def test_concurrent_requests_share_one_batch_and_get_their_own_answers(fak
     assert stats["requests"] == 8 and stats["batches"] == len(fake.batch_sizes)
 
 
-async def test_bad_requests_in_a_burst_are_rejected_alone_and_never_reach_the_model(server: str, fake: RecordingModel) -> None:
+async def test_bad_requests_in_a_burst_are_rejected_alone_and_never_reach_the_model(
+    server: str, fake: RecordingModel
+) -> None:
     bad = [
         b'{"state": "x", "questions": {',
-        json.dumps(body(q={"type": "choice", "instructions": "?", "criteria": {f"o{i}": None for i in range(256)}})).encode(),
+        json.dumps(
+            body(q={"type": "choice", "instructions": "?", "criteria": {f"o{i}": None for i in range(256)}})
+        ).encode(),
         json.dumps(body(q={"type": "boolean", "instructions": "?"})).encode(),
     ]
     async with httpx.AsyncClient(base_url=server) as client:
@@ -103,7 +118,9 @@ def test_a_request_the_model_fails_on_does_not_fail_the_rest_of_its_batch() -> N
 
         async def burst() -> list[httpx.Response]:
             async with httpx.AsyncClient(base_url=url) as client:
-                return await asyncio.gather(*(client.post("/v1/systemone", json=body(s)) for s in ["a", "boom", "b", "c"]))
+                return await asyncio.gather(
+                    *(client.post("/v1/systemone", json=body(s)) for s in ["a", "boom", "b", "c"])
+                )
 
         responses = asyncio.run(burst())
     assert [r.status_code for r in responses] == [200, 500, 200, 200]
@@ -132,7 +149,9 @@ def test_limits_and_error_shapes(server: str) -> None:
     unknown_model = httpx.post(f"{server}/v1/systemone", json={**body(), "model": "no-such-model"})
     alias = httpx.post(f"{server}/v1/systemone", json={**body(), "model": "jev-latest"})
     served = httpx.post(f"{server}/v1/systemone", json={**body(), "model": "fake-model"})
-    score_map = httpx.post(f"{server}/v1/systemone", json=body(q={"type": "score", "instructions": "?", "criteria": {"0": "a", "1": "b"}}))
+    score_map = httpx.post(
+        f"{server}/v1/systemone", json=body(q={"type": "score", "instructions": "?", "criteria": {"0": "a", "1": "b"}})
+    )
     assert too_big.status_code == 413 and too_big.json()["detail"]["error_type"] == "request_too_large"
     assert unknown_model.status_code == 404
     assert unknown_model.json()["detail"]["error_type"] == "not_found_error"
@@ -183,7 +202,9 @@ def test_a_loader_failure_is_reported_by_readyz_without_internal_paths(caplog: p
         raise FileNotFoundError("no checkpoint at /srv/secret/models/clef")
 
     with caplog.at_level(logging.ERROR, logger="clef_agents.serve"), serve_in_thread(create_app(loader=loader)) as url:
-        deadline = time.monotonic() + 10  # the loader runs in a thread: wait until it has failed, however long that takes
+        deadline = (
+            time.monotonic() + 10
+        )  # the loader runs in a thread: wait until it has failed, however long that takes
         while "failed to load" not in (r := httpx.get(f"{url}/readyz")).text and time.monotonic() < deadline:
             time.sleep(0.02)
         answer = httpx.post(f"{url}/v1/systemone", json=body())
@@ -191,7 +212,9 @@ def test_a_loader_failure_is_reported_by_readyz_without_internal_paths(caplog: p
     message = r.json()["detail"]["message"]
     assert "FileNotFoundError" in message and "failed to load" in message
     assert "/srv/secret" not in r.text and "/srv/secret" not in answer.text  # /readyz is unauthenticated
-    assert any("/srv/secret" in (rec.exc_text or "") or "/srv/secret" in str(rec.exc_info) for rec in caplog.records)  # the log has it
+    assert any(
+        "/srv/secret" in (rec.exc_text or "") or "/srv/secret" in str(rec.exc_info) for rec in caplog.records
+    )  # the log has it
 
 
 def test_slow_answers_time_out_with_504() -> None:
@@ -210,10 +233,19 @@ def test_a_full_queue_answers_503_with_retry_after() -> None:
 
 def test_access_log_is_one_json_line_per_request(server: str, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="clef_agents.serve.access"):
-        r = httpx.post(f"{server}/v1/systemone", json=body(refund=NOUL, team=CHOICE), headers={"X-Request-ID": "req-42"})
+        r = httpx.post(
+            f"{server}/v1/systemone", json=body(refund=NOUL, team=CHOICE), headers={"X-Request-ID": "req-42"}
+        )
         records = access_records_of(caplog, "req-42")  # logged once the response is sent: wait for it
     assert r.headers["x-request-id"] == "req-42"
-    assert {"event": "access", "method": "POST", "path": "/v1/systemone", "status": 200, "request_id": "req-42", "questions": 2}.items() <= records[-1].items()
+    assert {
+        "event": "access",
+        "method": "POST",
+        "path": "/v1/systemone",
+        "status": 200,
+        "request_id": "req-42",
+        "questions": 2,
+    }.items() <= records[-1].items()
     assert records[-1]["ms"] >= 0
 
 
@@ -222,7 +254,9 @@ def access_records_of(caplog: pytest.LogCaptureFixture, request_id: str, limit_s
     sending its response, so the client may see the response first)."""
     deadline = time.monotonic() + limit_s
     while True:
-        records = [json.loads(rec.getMessage()) for rec in list(caplog.records) if rec.name == "clef_agents.serve.access"]
+        records = [
+            json.loads(rec.getMessage()) for rec in list(caplog.records) if rec.name == "clef_agents.serve.access"
+        ]
         if any(record["request_id"] == request_id for record in records) or time.monotonic() > deadline:
             return records
         time.sleep(0.01)

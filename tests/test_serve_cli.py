@@ -20,9 +20,30 @@ from clef_agents.testing import FakeDecisionModel
 
 def test_serve_subcommand_is_registered_with_its_options() -> None:
     args = build_parser().parse_args(
-        ["serve", "--port", "9001", "--model", "fake", "--max-batch-size", "1", "--max-wait-ms", "2", "--api-key", "k", "--threads", "1"]
+        [
+            "serve",
+            "--port",
+            "9001",
+            "--model",
+            "fake",
+            "--max-batch-size",
+            "1",
+            "--max-wait-ms",
+            "2",
+            "--api-key",
+            "k",
+            "--threads",
+            "1",
+        ]
     )
-    assert (args.port, args.model, args.max_batch_size, args.max_wait_ms, args.api_key, args.threads) == (9001, "fake", 1, 2.0, "k", 1)
+    assert (args.port, args.model, args.max_batch_size, args.max_wait_ms, args.api_key, args.threads) == (
+        9001,
+        "fake",
+        1,
+        2.0,
+        "k",
+        1,
+    )
     assert callable(args.func) and args.ray is False
 
 
@@ -38,7 +59,18 @@ def cli_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "CLEF_API_KEY": "from-env"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "clef_agents.cli", "serve", "--model", "fake", "--port", str(port), "--max-batch-size", "4"],
+        [
+            sys.executable,
+            "-m",
+            "clef_agents.cli",
+            "serve",
+            "--model",
+            "fake",
+            "--port",
+            str(port),
+            "--max-batch-size",
+            "4",
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -63,7 +95,9 @@ def cli_server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
             proc.wait(timeout=10)
 
 
-def test_cli_server_answers_reads_the_key_from_the_environment_and_logs_json(cli_server: tuple[str, subprocess.Popen[str]]) -> None:
+def test_cli_server_answers_reads_the_key_from_the_environment_and_logs_json(
+    cli_server: tuple[str, subprocess.Popen[str]],
+) -> None:
     url, proc = cli_server
     body = {"state": "hello", "questions": {"q": {"type": "noul", "instructions": "A greeting?"}}}
     assert httpx.post(f"{url}/v1/systemone", json=body).status_code == 401
@@ -72,7 +106,10 @@ def test_cli_server_answers_reads_the_key_from_the_environment_and_logs_json(cli
     proc.terminate()
     output, _ = proc.communicate(timeout=10)
     access = [json.loads(line) for line in output.splitlines() if line.startswith('{"event": "access"')]
-    assert [(a["path"], a["status"]) for a in access if a["path"] == "/v1/systemone"] == [("/v1/systemone", 401), ("/v1/systemone", 200)]
+    assert [(a["path"], a["status"]) for a in access if a["path"] == "/v1/systemone"] == [
+        ("/v1/systemone", 401),
+        ("/v1/systemone", 200),
+    ]
 
 
 def test_jevcompat_passes_every_must_and_should_with_auth_on() -> None:

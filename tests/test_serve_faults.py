@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clef_agents.serve.app import ServerSettings, create_app
+from clef_agents.serve.app import create_app
 from clef_agents.serve.local import serve_in_thread
 from clef_agents.testing import FakeDecisionModel
 
@@ -37,13 +37,19 @@ def test_the_access_log_gives_the_request_time_in_milliseconds(caplog: pytest.Lo
     with caplog.at_level(logging.INFO, logger="clef_agents.serve.access"), serve_in_thread(create_app(model)) as url:
         started = time.perf_counter()
         r = httpx.post(f"{url}/v1/systemone", json=body(), headers={"X-Request-ID": "timed"})
-        deadline = time.monotonic() + 10  # the server logs after sending the response: the client's span ends once it has
-        while not [rec for rec in access_records(caplog) if rec["request_id"] == "timed"] and time.monotonic() < deadline:
+        deadline = (
+            time.monotonic() + 10
+        )  # the server logs after sending the response: the client's span ends once it has
+        while (
+            not [rec for rec in access_records(caplog) if rec["request_id"] == "timed"] and time.monotonic() < deadline
+        ):
             time.sleep(0.005)
         elapsed_ms = (time.perf_counter() - started) * 1000
     assert r.status_code == 200
     (record,) = [rec for rec in access_records(caplog) if rec["request_id"] == "timed"]
-    assert 200 <= record["ms"] <= elapsed_ms, f"logged {record['ms']} ms for a request the client timed at {elapsed_ms:.1f} ms"
+    assert 200 <= record["ms"] <= elapsed_ms, (
+        f"logged {record['ms']} ms for a request the client timed at {elapsed_ms:.1f} ms"
+    )
 
 
 # --------------------------------------------------------------------------- 6. a wrong type names the field, not pydantic's types
@@ -84,7 +90,9 @@ def fake_server() -> Any:
 
 
 @pytest.mark.parametrize("case", sorted(WRONG_TYPES))
-def test_a_wrong_type_gets_one_422_naming_the_field_what_was_found_and_what_is_allowed(fake_server: str, case: str) -> None:
+def test_a_wrong_type_gets_one_422_naming_the_field_what_was_found_and_what_is_allowed(
+    fake_server: str, case: str
+) -> None:
     question, loc, msg = WRONG_TYPES[case]
     r = httpx.post(f"{fake_server}/v1/systemone", json=body(q=question))
     assert r.status_code == 422, r.text
@@ -97,8 +105,10 @@ def test_a_wrong_type_gets_one_422_naming_the_field_what_was_found_and_what_is_a
 
 
 def test_two_questions_with_the_same_id_get_a_422_naming_the_id(fake_server: str) -> None:
-    raw = ('{"state": "site down", "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}, '
-           '"urgent": {"type": "noul", "instructions": "Really urgent?"}}}')
+    raw = (
+        '{"state": "site down", "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}, '
+        '"urgent": {"type": "noul", "instructions": "Really urgent?"}}}'
+    )
     r = httpx.post(f"{fake_server}/v1/systemone", content=raw.encode(), headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
     (detail,) = r.json()["detail"]
@@ -107,8 +117,10 @@ def test_two_questions_with_the_same_id_get_a_422_naming_the_id(fake_server: str
 
 
 def test_a_repeated_key_anywhere_in_the_body_is_named_with_its_place(fake_server: str) -> None:
-    raw = ('{"state": {"ticket": [{"id": 1, "id": 2}]}, "questions": {"q": {"type": "choice", "instructions": "?", '
-           '"criteria": {"a": null, "b": null, "a": "again"}}}, "model": "fake", "model": "fake"}')
+    raw = (
+        '{"state": {"ticket": [{"id": 1, "id": 2}]}, "questions": {"q": {"type": "choice", "instructions": "?", '
+        '"criteria": {"a": null, "b": null, "a": "again"}}}, "model": "fake", "model": "fake"}'
+    )
     r = httpx.post(f"{fake_server}/v1/systemone", content=raw.encode(), headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
     found = {tuple(d["loc"]): d["msg"] for d in r.json()["detail"]}
@@ -149,7 +161,9 @@ def test_readyz_says_ready_again_once_the_model_can_be_reached() -> None:
         down["now"] = False
         back = httpx.get(f"{url}/readyz")  # its probe is answered
         answered = httpx.post(f"{url}/v1/systemone", json=body())
-    assert failed.status_code == 503 and "cannot be reached (ConnectionRefusedError)" in failed.json()["detail"]["message"]
+    assert (
+        failed.status_code == 503 and "cannot be reached (ConnectionRefusedError)" in failed.json()["detail"]["message"]
+    )
     assert still_down.status_code == 503 and "ConnectionRefusedError" in still_down.json()["detail"]["message"]
     assert back.status_code == 200 and back.json()["status"] == "ready"
     assert answered.status_code == 200

@@ -22,7 +22,9 @@ from clef_agents.serve.app import ServerSettings, create_app
 from clef_agents.serve.local import serve_in_thread
 from clef_agents.testing import FakeDecisionModel
 
-FUZZ = settings(max_examples=80, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=80, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
 
 LONE_SURROGATES = st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff"])
 HOSTILE_TEXT = st.text(st.one_of(st.characters(), LONE_SURROGATES), max_size=12)
@@ -74,9 +76,7 @@ def hostile_body(draw: st.DrawFn) -> Any:
     if draw(st.integers(0, 9)):
         body["state"] = _nested(draw(HOSTILE_JSON), draw(st.sampled_from([0, 0, 0, 1, 63, 64, 65, 600, 900])))
     if draw(st.integers(0, 9)):
-        body["questions"] = draw(
-            st.one_of(st.dictionaries(HOSTILE_TEXT, hostile_question(), max_size=5), HOSTILE_JSON)
-        )
+        body["questions"] = draw(st.one_of(st.dictionaries(HOSTILE_TEXT, hostile_question(), max_size=5), HOSTILE_JSON))
     if draw(st.integers(0, 4)) == 0:
         body["model"] = draw(st.one_of(st.sampled_from(["jev-latest", "fake"]), HOSTILE_JSON))
     if draw(st.integers(0, 4)) == 0:
@@ -99,10 +99,18 @@ def valid_question(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def valid_body(draw: st.DrawFn) -> dict[str, Any]:
-    state = draw(st.one_of(CLEAN_TEXT, st.dictionaries(CLEAN_TEXT, CLEAN_JSON, max_size=3), st.lists(CLEAN_JSON, max_size=3)))
-    questions = draw(st.dictionaries(st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=6), valid_question(), min_size=1, max_size=4))
+    state = draw(
+        st.one_of(CLEAN_TEXT, st.dictionaries(CLEAN_TEXT, CLEAN_JSON, max_size=3), st.lists(CLEAN_JSON, max_size=3))
+    )
+    questions = draw(
+        st.dictionaries(
+            st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=6),
+            valid_question(),
+            min_size=1,
+            max_size=4,
+        )
+    )
     return {"state": state, "questions": questions}
-
 
 
 POISON = st.one_of(
@@ -120,7 +128,9 @@ def poisoned_body(draw: st.DrawFn) -> tuple[dict[str, Any], list[Any]]:
     _, poison = draw(POISON)
     qid = draw(st.sampled_from(sorted(body["questions"])))
     question = body["questions"][qid]
-    target = draw(st.sampled_from(["state", "state value", "instructions", "criteria", "extra", "model", "question id"]))
+    target = draw(
+        st.sampled_from(["state", "state value", "instructions", "criteria", "extra", "model", "question id"])
+    )
     if target == "state":
         body["state"] = poison
         return body, ["body", "state"]
@@ -176,13 +186,18 @@ def _assert_well_formed_refusal(response: httpx.Response) -> None:
 
 @FUZZ
 @given(case=poisoned_body())
-def test_a_poisoned_value_anywhere_gets_a_422_naming_its_field(client: httpx.Client, case: tuple[dict[str, Any], list[Any]]) -> None:
+def test_a_poisoned_value_anywhere_gets_a_422_naming_its_field(
+    client: httpx.Client, case: tuple[dict[str, Any], list[Any]]
+) -> None:
     body, loc = case
     response = client.post("/v1/systemone", content=_encode(body), headers={"content-type": "application/json"})
     assert response.status_code == 422, response.text[:500]
     _assert_well_formed_refusal(response)
     named = [e["loc"] for e in response.json()["detail"]]
-    assert any(got[: len(loc)] == [wire.printable(p) if isinstance(p, str) else p for p in loc] for got in named), (loc, named)
+    assert any(got[: len(loc)] == [wire.printable(p) if isinstance(p, str) else p for p in loc] for got in named), (
+        loc,
+        named,
+    )
 
 
 @FUZZ
@@ -196,7 +211,13 @@ def test_hostile_bodies_never_get_a_5xx_and_every_refusal_names_the_field(client
 
 
 @FUZZ
-@given(raw=st.one_of(st.binary(max_size=64), st.text(max_size=64).map(str.encode), st.builds(lambda b: b"[" * 2000 + b, st.binary(max_size=4))))
+@given(
+    raw=st.one_of(
+        st.binary(max_size=64),
+        st.text(max_size=64).map(str.encode),
+        st.builds(lambda b: b"[" * 2000 + b, st.binary(max_size=4)),
+    )
+)
 def test_malformed_bytes_get_a_422_and_keep_the_connection(client: httpx.Client, raw: bytes) -> None:
     response = client.post("/v1/systemone", content=raw, headers={"content-type": "application/json"})
     _assert_well_formed_refusal(response)

@@ -92,15 +92,26 @@ def server(counting: CountingModel) -> Iterator[str]:
 
 SURROGATE_BODIES = {
     "state": ('{"state": "a%sb", "questions": {"q": {"type": "noul"}}}' % SURROGATE, ["body", "state"]),
-    "state key": ('{"state": {"%s": 1}, "questions": {"q": {"type": "noul"}}}' % SURROGATE, ["body", "state", "\\ud800"]),
-    "instructions": ('{"state": "x", "questions": {"q": {"type": "noul", "instructions": "%s"}}}' % SURROGATE, ["body", "questions", "q", "instructions"]),
-    "question id": ('{"state": "x", "questions": {"%s": {"type": "noul"}}}' % SURROGATE, ["body", "questions", "\\ud800"]),
+    "state key": (
+        '{"state": {"%s": 1}, "questions": {"q": {"type": "noul"}}}' % SURROGATE,
+        ["body", "state", "\\ud800"],
+    ),
+    "instructions": (
+        '{"state": "x", "questions": {"q": {"type": "noul", "instructions": "%s"}}}' % SURROGATE,
+        ["body", "questions", "q", "instructions"],
+    ),
+    "question id": (
+        '{"state": "x", "questions": {"%s": {"type": "noul"}}}' % SURROGATE,
+        ["body", "questions", "\\ud800"],
+    ),
     "option name": (
-        '{"state": "x", "questions": {"q": {"type": "choice", "instructions": "?", "criteria": {"%s": null, "b": null}}}}' % SURROGATE,
+        '{"state": "x", "questions": {"q": {"type": "choice", "instructions": "?", "criteria": {"%s": null, "b": null}}}}'
+        % SURROGATE,
         ["body", "questions", "q", "criteria", "\\ud800"],
     ),
     "score level": (
-        '{"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": ["%s", "b"]}}}' % SURROGATE,
+        '{"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": ["%s", "b"]}}}'
+        % SURROGATE,
         ["body", "questions", "q", "criteria", 0],
     ),
     "model": ('{"model": "%s", "state": "x", "questions": {"q": {"type": "noul"}}}' % SURROGATE, ["body", "model"]),
@@ -117,10 +128,14 @@ def test_a_lone_surrogate_anywhere_gets_422_naming_the_field(server: str, counti
     assert counting.seen == []
 
 
-async def test_surrogate_requests_never_fail_the_good_requests_of_their_batch(server: str, counting: CountingModel) -> None:
+async def test_surrogate_requests_never_fail_the_good_requests_of_their_batch(
+    server: str, counting: CountingModel
+) -> None:
     bad = [raw for raw, _ in SURROGATE_BODIES.values()]
     async with httpx.AsyncClient(base_url=server) as client:
-        sends = [client.post("/v1/systemone", content=b.encode(), headers={"content-type": "application/json"}) for b in bad]
+        sends = [
+            client.post("/v1/systemone", content=b.encode(), headers={"content-type": "application/json"}) for b in bad
+        ]
         sends += [client.post("/v1/systemone", json=good(f"good {i}")) for i in range(4)]
         responses = await asyncio.gather(*sends)
     assert [r.status_code for r in responses] == [422] * len(bad) + [200] * 4
@@ -147,7 +162,18 @@ def test_model_invoke_with_a_lone_surrogate_raises_a_clear_error(state: Any, que
 def test_decide_cli_with_a_lone_surrogate_prints_an_error_not_a_traceback() -> None:
     # on a UTF-8 system, bytes that are not UTF-8 reach Python's argv as lone surrogates
     proc = subprocess.run(
-        [sys.executable, "-m", "clef_agents.cli", "decide", "--model", "fake", "--state", b"caf\xe9".decode("utf-8", "surrogateescape"), "--noul", "q=Is it food?"],
+        [
+            sys.executable,
+            "-m",
+            "clef_agents.cli",
+            "decide",
+            "--model",
+            "fake",
+            "--state",
+            b"caf\xe9".decode("utf-8", "surrogateescape"),
+            "--noul",
+            "q=Is it food?",
+        ],
         capture_output=True,
         text=True,
         errors="backslashreplace",
@@ -167,12 +193,20 @@ def test_decide_cli_with_a_lone_surrogate_prints_an_error_not_a_traceback() -> N
     [
         ('{"state": {"a": NaN}, "questions": {"q": {"type": "noul"}}}', ["body", "state", "a"]),
         ('{"state": [1, Infinity], "questions": {"q": {"type": "noul"}}}', ["body", "state", 1]),
-        ('{"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": [NaN, "b"]}}}', ["body", "questions", "q", "criteria", 0]),
-        ('{"state": "x", "questions": {"q": {"type": "noul", "instructions": {"w": -Infinity}}}}', ["body", "questions", "q", "instructions", "w"]),
+        (
+            '{"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": [NaN, "b"]}}}',
+            ["body", "questions", "q", "criteria", 0],
+        ),
+        (
+            '{"state": "x", "questions": {"q": {"type": "noul", "instructions": {"w": -Infinity}}}}',
+            ["body", "questions", "q", "instructions", "w"],
+        ),
         ('{"state": "x", "x_extra": NaN, "questions": {"q": {"type": "noul"}}}', ["body", "x_extra"]),
     ],
 )
-def test_nan_and_infinity_tokens_get_422_naming_the_field(server: str, counting: CountingModel, raw: str, loc: list[Any]) -> None:
+def test_nan_and_infinity_tokens_get_422_naming_the_field(
+    server: str, counting: CountingModel, raw: str, loc: list[Any]
+) -> None:
     r = post_raw(server, raw)
     assert r.status_code == 422, r.text
     assert locs(r) == [loc]
@@ -181,7 +215,10 @@ def test_nan_and_infinity_tokens_get_422_naming_the_field(server: str, counting:
 
 
 def test_a_score_level_named_nan_is_answered_and_echoed(server: str) -> None:
-    body = {"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": ["NaN", "Infinity", 1.5]}}}
+    body = {
+        "state": "x",
+        "questions": {"q": {"type": "score", "instructions": "?", "criteria": ["NaN", "Infinity", 1.5]}},
+    }
     r = httpx.post(f"{server}/v1/systemone", json=body)
     assert r.status_code == 200, r.text
     assert r.json()["answers"]["q"]["legend"] == {"0": "NaN", "1": "Infinity", "2": 1.5}
@@ -312,7 +349,9 @@ def fragile_server() -> Iterator[str]:
 
 
 @pytest.mark.parametrize("kind", sorted(_error_requests()))
-def test_after_any_error_the_connection_is_healthy_or_closed_with_connection_close(fragile_server: str, kind: str) -> None:
+def test_after_any_error_the_connection_is_healthy_or_closed_with_connection_close(
+    fragile_server: str, kind: str
+) -> None:
     method, path, body, headers = _error_requests()[kind]
     conn = RawConnection(fragile_server)
     try:
@@ -378,13 +417,18 @@ def test_an_unhandled_error_answers_500_with_connection_close_and_the_server_liv
 
 
 def _many_questions(n: int) -> bytes:
-    return json.dumps({"state": "x", "questions": {str(i): {"type": "noul"} for i in range(n)}}, separators=(",", ":")).encode()
+    return json.dumps(
+        {"state": "x", "questions": {str(i): {"type": "noul"} for i in range(n)}}, separators=(",", ":")
+    ).encode()
 
 
 def test_ten_thousand_questions_are_refused_in_under_a_second_without_slowing_others(counting: CountingModel) -> None:
     huge = _many_questions(10_000)
     assert len(huge) < ServerSettings().max_body_bytes  # under the body limit: the question limit refuses it
-    with serve_in_thread(create_app(counting, settings=ServerSettings(max_batch_size=1))) as url, httpx.Client(base_url=url) as other:
+    with (
+        serve_in_thread(create_app(counting, settings=ServerSettings(max_batch_size=1))) as url,
+        httpx.Client(base_url=url) as other,
+    ):
         baseline = []
         for _ in range(5):
             started = time.perf_counter()
@@ -419,15 +463,31 @@ def test_ten_thousand_questions_are_refused_in_under_a_second_without_slowing_ot
     "body, loc, message",
     [
         (
-            {"state": "x", "questions": {f"c{j}": {"type": "choice", "instructions": "?", "criteria": {f"o{i}": None for i in range(255)}} for j in range(5)}},
+            {
+                "state": "x",
+                "questions": {
+                    f"c{j}": {"type": "choice", "instructions": "?", "criteria": {f"o{i}": None for i in range(255)}}
+                    for j in range(5)
+                },
+            },
             ["body", "questions"],
             "at most 1024 options over all questions (a noul counts 2, a score its levels), got 1275",
         ),
-        ({"state": "x" * 40, "questions": {"q": NOUL}}, ["body", "state"], "at most 32 characters of state text, got 40"),
-        ({"state": {"k": ["x" * 20, "y" * 20]}, "questions": {"q": NOUL}}, ["body", "state"], "at most 32 characters of state text, got 41"),
+        (
+            {"state": "x" * 40, "questions": {"q": NOUL}},
+            ["body", "state"],
+            "at most 32 characters of state text, got 40",
+        ),
+        (
+            {"state": {"k": ["x" * 20, "y" * 20]}, "questions": {"q": NOUL}},
+            ["body", "state"],
+            "at most 32 characters of state text, got 41",
+        ),
     ],
 )
-def test_work_limits_get_422_naming_the_field(counting: CountingModel, body: dict[str, Any], loc: list[Any], message: str) -> None:
+def test_work_limits_get_422_naming_the_field(
+    counting: CountingModel, body: dict[str, Any], loc: list[Any], message: str
+) -> None:
     limits = wire.RequestLimits(max_state_chars=32)
     with serve_in_thread(create_app(counting, settings=ServerSettings(limits=limits))) as url:
         r = httpx.post(f"{url}/v1/systemone", json=body)
@@ -520,19 +580,25 @@ def test_mini_stops_a_timed_out_request_at_its_next_encoder_pass(monkeypatch: py
     monkeypatch.setattr(encoder, "embed_frozen", held_until_abandoned)
 
     def unseen(tag: str) -> dict[str, Any]:  # 64 questions never asked before: 64 encoder passes
-        return {f"q{i}": {"type": "noul", "instructions": f"Is this message about subject {tag}-{i}?"} for i in range(64)}
+        return {
+            f"q{i}": {"type": "noul", "instructions": f"Is this message about subject {tag}-{i}?"} for i in range(64)
+        }
 
     mini.invoke({"state": "my card was declined at the shop", "questions": unseen("direct")})  # also warms the model
     assert passes["direct"] >= 64
     with serve_in_thread(create_app(mini, settings=ServerSettings(max_batch_size=1, request_timeout_s=5.0))) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
-            timed_out = client.post("/v1/systemone", json={"state": "my card was declined", "questions": unseen("served")})
+            timed_out = client.post(
+                "/v1/systemone", json={"state": "my card was declined", "questions": unseen("served")}
+            )
             light = client.post("/v1/systemone", json={"state": "site down", "questions": {"q": NOUL}})
             stats = client.get("/v1/stats").json()
     assert timed_out.status_code == 504
     assert light.status_code == 200, "the light request waited behind the abandoned one"
     assert stats["cancelled_batches"] == 1
-    assert passes["served"] == 1, f"the timed-out request went on for {passes['served']} of its {passes['direct']} passes"
+    assert passes["served"] == 1, (
+        f"the timed-out request went on for {passes['served']} of its {passes['direct']} passes"
+    )
 
 
 # --------------------------------------------------------------------------- 6. exposure
@@ -563,7 +629,9 @@ def test_a_non_loopback_host_without_a_key_refuses_to_start() -> None:
     assert "Traceback" not in output
 
 
-@pytest.mark.parametrize("extra, env", [(["--allow-unauthenticated"], {}), ([], {"CLEF_API_KEY": "k"}), (["--api-key", "k"], {})])
+@pytest.mark.parametrize(
+    "extra, env", [(["--allow-unauthenticated"], {}), ([], {"CLEF_API_KEY": "k"}), (["--api-key", "k"], {})]
+)
 def test_a_non_loopback_host_starts_with_a_key_or_the_explicit_flag(extra: list[str], env: dict[str, str]) -> None:
     port = free_port("0.0.0.0")
     proc = _serve_cli("--host", "0.0.0.0", "--port", str(port), *extra, env=env)
@@ -594,7 +662,10 @@ def test_a_non_loopback_host_starts_with_a_key_or_the_explicit_flag(extra: list[
         {"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": [None, "b"]}}},
         {"state": "x", "questions": {"q": {"type": "choice", "instructions": "?", "criteria": {"a": None}}}},
         {"state": "x", "questions": {"q": {"type": "choice", "instructions": "?", "criteria": {" ": None, "b": None}}}},
-        {"state": "x", "questions": {"q": {"type": "score", "instructions": "?", "criteria": [str(i) for i in range(11)]}}},
+        {
+            "state": "x",
+            "questions": {"q": {"type": "score", "instructions": "?", "criteria": [str(i) for i in range(11)]}},
+        },
         {"state": "x", "questions": {str(i): {"type": "noul"} for i in range(65)}},
         {"state": "x", "questions": {"q": {"instructions": "no type"}}},
     ],
@@ -622,7 +693,9 @@ def test_the_openapi_schema_accepts_what_the_server_answers(server: str) -> None
     assert httpx.post(f"{server}/v1/systemone", json=body).status_code == 200
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]
+)
 def test_a_body_not_declared_json_gets_415(server: str, counting: CountingModel, content_type: str) -> None:
     r = post_raw(server, GOOD, content_type)
     assert r.status_code == 415 and r.json()["detail"]["error_type"] == "unsupported_media_type_error"
@@ -630,7 +703,9 @@ def test_a_body_not_declared_json_gets_415(server: str, counting: CountingModel,
     assert counting.seen == []
 
 
-@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8", "application/vnd.api+json"])
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/json; charset=utf-8", "application/vnd.api+json"]
+)
 def test_json_media_types_are_accepted(server: str, content_type: str) -> None:
     assert post_raw(server, GOOD, content_type).status_code == 200
 

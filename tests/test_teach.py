@@ -45,7 +45,8 @@ def test_each_question_keeps_the_features_with_the_lower_held_out_nll(taught):
         without_words = report["lexical"]["held_out_without_lexical"]["nll"]
         assert by_features[report["features"]] == pytest.approx(without_words, abs=1e-5)
     assert {e.instructions: e.features for e in model.engine.taught.questions.values()} == {
-        text: report["features"] for text, report in reports.items()}
+        text: report["features"] for text, report in reports.items()
+    }
 
 
 def test_questions_taught_on_different_features_answer_as_when_alone(encoder_dir):
@@ -66,7 +67,9 @@ def test_questions_taught_on_different_features_answer_as_when_alone(encoder_dir
         assert {e.features for e in models[spec].engine.taught.questions.values()} == {spec}
     mixed = same_head_model()
     for key, entry in models["mean1"].engine.taught.questions.items():
-        mixed.engine.taught.add(key, entry if entry.instructions == "which team" else models["mean2+max"].engine.taught.questions[key])
+        mixed.engine.taught.add(
+            key, entry if entry.instructions == "which team" else models["mean2+max"].engine.taught.questions[key]
+        )
     requests = [_request(r) for r in tiny_records(8, 22)]
     for m, a, b in zip(mixed.batch(requests), models["mean1"].batch(requests), models["mean2+max"].batch(requests)):
         assert m.answers["team"].probabilities == pytest.approx(a.answers["team"].probabilities, abs=1e-5)
@@ -123,9 +126,17 @@ def test_questions_with_one_label_or_few_records_are_skipped(encoder_dir):
     records = tiny_records(60, 5)
     for r in records:
         r["labels"]["urgent"] = True
-    rare = [{**r, "questions": {"rare": {"type": "noul", "instructions": "a rare question"}}, "labels": {"rare": i % 2 == 0}}
-            for i, r in enumerate(tiny_records(10, 7))]
-    reports = teach(model, records + rare, progress=False, lexical=False, neighbours=False, tool_match=False, refit=False)
+    rare = [
+        {
+            **r,
+            "questions": {"rare": {"type": "noul", "instructions": "a rare question"}},
+            "labels": {"rare": i % 2 == 0},
+        }
+        for i, r in enumerate(tiny_records(10, 7))
+    ]
+    reports = teach(
+        model, records + rare, progress=False, lexical=False, neighbours=False, tool_match=False, refit=False
+    )
     assert "only one label seen ('yes')" in reports["is this urgent"]["skipped"]
     assert "too few records" in reports["a rare question"]["skipped"]
     assert "skipped" not in reports["which team"] and "skipped" not in reports["how angry"]
@@ -166,7 +177,13 @@ def test_training_drops_stale_taught_questions(encoder_dir, tmp_path):
     model = make_model(encoder_dir)
     teach(model, tiny_records(120, 8), progress=False)
     assert len(model.engine.taught) == 3
-    train(model, tiny_records(16, 9), TrainSettings(steps=2, batch_size=4, augment=False, threads=1), tmp_path / "run", progress=False)
+    train(
+        model,
+        tiny_records(16, 9),
+        TrainSettings(steps=2, batch_size=4, augment=False, threads=1),
+        tmp_path / "run",
+        progress=False,
+    )
     assert len(model.engine.taught) == 0
 
 
@@ -177,8 +194,20 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
     source = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(100, 10)))
-    code = main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "taught"),
-                 "--threads", "1", "--no-progress"])
+    code = main(
+        [
+            "teach",
+            "--model",
+            str(source),
+            "--records",
+            str(records),
+            "--out",
+            str(tmp_path / "taught"),
+            "--threads",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "| which team | 100 | 10 | mean" in printed and "taught 3 question(s)" in printed
@@ -189,24 +218,87 @@ def test_cli_teaches_a_checkpoint_folder(encoder_dir, tmp_path, capsys):
     assert json.loads((tmp_path / "taught" / "teach_report.json").read_text())["which team"]["options"] == 3
     assert main(["teach", "--model", str(source), "--out", str(tmp_path / "x")]) == 2
     assert "--records FILE... or --datasets NAME..." in capsys.readouterr().err
-    assert main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "x"),
-                 "--features", "cls", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "teach",
+                "--model",
+                str(source),
+                "--records",
+                str(records),
+                "--out",
+                str(tmp_path / "x"),
+                "--features",
+                "cls",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "unknown taught features 'cls'" in capsys.readouterr().err
-    assert main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "m1"),
-                 "--features", "mean1", "--threads", "1", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "teach",
+                "--model",
+                str(source),
+                "--records",
+                str(records),
+                "--out",
+                str(tmp_path / "m1"),
+                "--features",
+                "mean1",
+                "--threads",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert "| which team | 100 | 10 | mean1 |" in capsys.readouterr().out
     one = ClefDecisionModel.from_pretrained(tmp_path / "m1")
     assert {e.features for e in one.engine.taught.questions.values()} == {"mean1"}
     assert one.config.data_card["taught"]["command"].endswith("--features mean1")
     urgent = tmp_path / "urgent.jsonl"
-    urgent.write_text("".join(json.dumps({**r, "questions": {"urgent": r["questions"]["urgent"]},
-                                           "labels": {"urgent": r["labels"]["urgent"]}}) + "\n" for r in tiny_records(100, 11)))
-    assert main(["teach", "--model", str(tmp_path / "taught"), "--records", str(urgent), "--out", str(tmp_path / "again"),
-                 "--threads", "1", "--no-progress"]) == 0
+    urgent.write_text(
+        "".join(
+            json.dumps(
+                {**r, "questions": {"urgent": r["questions"]["urgent"]}, "labels": {"urgent": r["labels"]["urgent"]}}
+            )
+            + "\n"
+            for r in tiny_records(100, 11)
+        )
+    )
+    assert (
+        main(
+            [
+                "teach",
+                "--model",
+                str(tmp_path / "taught"),
+                "--records",
+                str(urgent),
+                "--out",
+                str(tmp_path / "again"),
+                "--threads",
+                "1",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     again = ClefDecisionModel.from_pretrained(tmp_path / "again").config.data_card["taught"]
-    assert set(again["questions"]) == {"which team", "is this urgent", "how angry"}  # earlier questions keep their reports
-    assert again["questions"]["is this urgent"] == json.loads((tmp_path / "again" / "teach_report.json").read_text())["is this urgent"]
-    assert [e["command"] for e in again["earlier"]] == [card["command"]] and again["command"].endswith("--records " + str(urgent))
+    assert set(again["questions"]) == {
+        "which team",
+        "is this urgent",
+        "how angry",
+    }  # earlier questions keep their reports
+    assert (
+        again["questions"]["is this urgent"]
+        == json.loads((tmp_path / "again" / "teach_report.json").read_text())["is this urgent"]
+    )
+    assert [e["command"] for e in again["earlier"]] == [card["command"]] and again["command"].endswith(
+        "--records " + str(urgent)
+    )
 
 
 def load_without_part(model, folder, part: str):
@@ -237,7 +329,9 @@ def assert_answers_survive_reload(model, folder, records: list[dict], qid: str) 
     return entry
 
 
-def teach_twice_by_cli(encoder_dir, tmp_path, records: list[dict], flags: list[str], capsys) -> tuple[str, object, dict]:
+def teach_twice_by_cli(
+    encoder_dir, tmp_path, records: list[dict], flags: list[str], capsys
+) -> tuple[str, object, dict]:
     """Teach one fresh checkpoint through the CLI with the defaults, then with ``flags``.
 
     Returns the defaults run's printed table, the model taught with ``flags`` and its report.
@@ -326,7 +420,9 @@ def test_taught_features_are_unit_blocks_of_the_last_layers(encoder_dir):
     assert features[FEATURES].shape == (3, feature_size(FEATURES, hidden, 2)) == (3, 3 * hidden)  # 2 layers + max
     blocks = features[FEATURES].view(3, 3, hidden).norm(dim=-1)
     assert torch.allclose(blocks, torch.full_like(blocks, 3**-0.5), atol=1e-5)
-    assert torch.allclose(pool_features(states, batch.attention_mask, "mean2"), features[FEATURES][:, : 2 * hidden] * 1.5**0.5, atol=1e-5)
+    assert torch.allclose(
+        pool_features(states, batch.attention_mask, "mean2"), features[FEATURES][:, : 2 * hidden] * 1.5**0.5, atol=1e-5
+    )
     with pytest.raises(ValueError, match="allowed: 'meanK' or 'meanK\\+max'"):
         pool_features(states, batch.attention_mask, "cls")
 
@@ -351,10 +447,24 @@ def test_a_taught_file_from_before_features_reads_the_last_layer_mean(taught, tm
     torch.manual_seed(0)
     for key, entry in list(reloaded.engine.taught.questions.items()):
         n = len(entry.names)
-        reloaded.engine.taught.add(key, TaughtQuestion(
-            entry.kind, entry.instructions, entry.names, torch.randn(8, hidden).half().float(), torch.zeros(8),
-            torch.randn(n, 8).half().float(), torch.zeros(n), torch.randn(n, hidden).half().float(), torch.zeros(n),
-            alpha=1.0, beta=0.5, gamma=1.0, features="mean1"))
+        reloaded.engine.taught.add(
+            key,
+            TaughtQuestion(
+                entry.kind,
+                entry.instructions,
+                entry.names,
+                torch.randn(8, hidden).half().float(),
+                torch.zeros(8),
+                torch.randn(n, 8).half().float(),
+                torch.zeros(n),
+                torch.randn(n, hidden).half().float(),
+                torch.zeros(n),
+                alpha=1.0,
+                beta=0.5,
+                gamma=1.0,
+                features="mean1",
+            ),
+        )
     saved = reloaded.save_pretrained(tmp_path / "legacy2")
     index = json.loads((saved / "taught.json").read_text())
     for entry in index.values():
@@ -443,8 +553,15 @@ def test_the_held_out_share_is_ten_percent_spread_over_questions_and_labels():
 def test_teaching_on_60_records_holds_out_6_and_teaches(encoder_dir):
     from clef_agents.train.teach import teach
 
-    reports = teach(make_model(encoder_dir), tiny_records(60, 4), progress=False, lexical=False, neighbours=False,
-                    tool_match=False, refit=False)
+    reports = teach(
+        make_model(encoder_dir),
+        tiny_records(60, 4),
+        progress=False,
+        lexical=False,
+        neighbours=False,
+        tool_match=False,
+        refit=False,
+    )
     assert all(r["held_out"] == 6 and r["records"] == 60 for r in reports.values())
     assert not any("skipped" in r for r in reports.values())
 
@@ -455,8 +572,20 @@ def test_teaching_nothing_is_an_error_that_says_why_and_writes_nothing(encoder_d
     source = make_model(encoder_dir).save_pretrained(tmp_path / "plain")
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(30, 10)))
-    code = main(["teach", "--model", str(source), "--records", str(records), "--out", str(tmp_path / "taught"),
-                 "--threads", "1", "--no-progress"])
+    code = main(
+        [
+            "teach",
+            "--model",
+            str(source),
+            "--records",
+            str(records),
+            "--out",
+            str(tmp_path / "taught"),
+            "--threads",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]  # after the weight-loading progress bar
     assert err.startswith("clef-agents teach: error: nothing to teach")
@@ -479,11 +608,18 @@ def test_a_model_lists_its_taught_questions_as_its_checkpoint_stores_them(taught
     assert set(listed) == set(reports) == {"which team", "is this urgent", "how angry"}
     team, urgent, anger = listed["which team"], listed["is this urgent"], listed["how angry"]
     assert (team.type, urgent.type, anger.type) == ("choice", "noul", "score")
-    assert set(team.options) == {"billing", "security", "sales"} and urgent.options == ("yes", "no") and anger.options == ("0", "1", "2")
+    assert (
+        set(team.options) == {"billing", "security", "sales"}
+        and urgent.options == ("yes", "no")
+        and anger.options == ("0", "1", "2")
+    )
     for text, q in listed.items():
         r = reports[text]
         assert (q.records, q.held_out) == (r["records"], r["held_out"])
-        assert (q.head_accuracy, q.taught_accuracy) == (r["held_out_head"]["accuracy"], r["held_out_taught"]["accuracy"])
+        assert (q.head_accuracy, q.taught_accuracy) == (
+            r["held_out_head"]["accuracy"],
+            r["held_out_taught"]["accuracy"],
+        )
         assert (q.head_nll, q.taught_nll) == (r["held_out_head"]["nll"], r["held_out_taught"]["nll"])
     folder = model.save_pretrained(tmp_path / "taught")
     assert read_taught(folder) == model.taught_questions == ClefDecisionModel.from_pretrained(folder).taught_questions
@@ -493,8 +629,10 @@ def test_a_model_lists_its_taught_questions_as_its_checkpoint_stores_them(taught
     assert main(["taught", "--model", str(folder)]) == 0
     table = capsys.readouterr().out
     assert table.startswith("| type | question | options | records | held out | held-out acc (head → taught) |")
-    assert (f"| noul | is this urgent | yes, no | {urgent.records} | {urgent.held_out} | "
-            f"{urgent.head_accuracy:.3f} → {urgent.taught_accuracy:.3f} | {urgent.head_nll:.3f} → {urgent.taught_nll:.3f} |") in table
+    assert (
+        f"| noul | is this urgent | yes, no | {urgent.records} | {urgent.held_out} | "
+        f"{urgent.head_accuracy:.3f} → {urgent.taught_accuracy:.3f} | {urgent.head_nll:.3f} → {urgent.taught_nll:.3f} |"
+    ) in table
     assert "3 taught question(s)" in table
 
 
@@ -519,9 +657,13 @@ def test_taught_lists_the_shipped_model_without_importing_torch():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import json, sys, contextlib, io\nfrom clef_agents.cli import main\nout = io.StringIO()\n"
-            "with contextlib.redirect_stdout(out): code = main(['taught', '--model', 'mini', '--json'])\n"
-            "print(code, 'torch' in sys.modules, [q['instructions'] for q in json.loads(out.getvalue())].count('Is this SMS message spam?'))")
+    code = (
+        "import json, sys, contextlib, io\nfrom clef_agents.cli import main\nout = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out): code = main(['taught', '--model', 'mini', '--json'])\n"
+        "print(code, 'torch' in sys.modules, [q['instructions'] for q in json.loads(out.getvalue())].count('Is this SMS message spam?'))"
+    )
     env = {**os.environ, "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=root).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=root
+    ).stdout.split()
     assert out == ["0", "False", "1"]

@@ -15,15 +15,23 @@ from clef_agents.model.threads import chosen_threads
 pytestmark = pytest.mark.integration
 
 LOAD_MODEL = "import torch, clef_agents\nclef_agents.load_model('mini')\nprint(torch.get_num_threads())"
-FROM_PRETRAINED = ("import torch\ntorch.set_num_threads(2)\nfrom clef_agents.model import ClefDecisionModel\n"
-                   "ClefDecisionModel.from_pretrained('mini')\nprint(torch.get_num_threads())")
-COMMAND = ("import torch\nfrom clef_agents.model.threads import command_threads\n"
-           "print(command_threads(None), command_threads(2), torch.get_num_threads())")
+FROM_PRETRAINED = (
+    "import torch\ntorch.set_num_threads(2)\nfrom clef_agents.model import ClefDecisionModel\n"
+    "ClefDecisionModel.from_pretrained('mini')\nprint(torch.get_num_threads())"
+)
+COMMAND = (
+    "import torch\nfrom clef_agents.model.threads import command_threads\n"
+    "print(command_threads(None), command_threads(2), torch.get_num_threads())"
+)
 
 
 def run(code: str, **env: str) -> str:
-    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CLEF_AGENTS_THREADS")}
-    done = subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, timeout=300)
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CLEF_AGENTS_THREADS")
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-1500:]
     return done.stdout.strip().splitlines()[-1]
 

@@ -30,8 +30,8 @@ from clef_agents.thresholds import (
 )
 from clef_agents.thresholds.cli import run_lane_fit
 from clef_agents.thresholds.curves import threshold_curve
-from clef_agents.thresholds.stats import pilot_split
 from clef_agents.thresholds.planning import critical_errors, planning_table, records_needed, single_test_power
+from clef_agents.thresholds.stats import pilot_split
 
 SPLITS = 200
 DELTA = 0.1
@@ -94,8 +94,11 @@ def test_a_set_just_large_enough_certifies_when_every_answer_is_right():
 # --------------------------------------------------------------------------- the guarantee, empirically
 
 
-@pytest.mark.parametrize("generator", [SyntheticScores(), SyntheticScores(gamma=4.0, max_error=0.4, miscalibration=1.8)],
-                         ids=["calibrated", "over-confident"])
+@pytest.mark.parametrize(
+    "generator",
+    [SyntheticScores(), SyntheticScores(gamma=4.0, max_error=0.4, miscalibration=1.8)],
+    ids=["calibrated", "over-confident"],
+)
 def test_auto_error_guarantee_holds_over_random_calibration_draws(generator):
     rng = np.random.default_rng(7)
     target = 0.01
@@ -143,8 +146,9 @@ def test_per_route_slices_get_their_own_band_and_small_slices_fall_back():
 
 
 def test_human_share_rule_draws_the_human_lane_under_the_llm_lane():
-    fitted = fit_lanes(decision_samples(synthetic_records(3000, seed=4)), max_auto_error=0.02,
-                       human=HumanRule("share", 0.05))
+    fitted = fit_lanes(
+        decision_samples(synthetic_records(3000, seed=4)), max_auto_error=0.02, human=HumanRule("share", 0.05)
+    )
     meta = fitted.policy.questions["team"].fit
     band = fitted.policy.band("team")
     assert 0.0 < band.human_below < band.auto_at
@@ -191,8 +195,12 @@ def test_samples_judge_noul_choice_and_score_answers_through_the_wire_rules():
 
 def test_trace_exports_with_named_probabilities_are_read_and_self_labelled_records_skipped():
     question = {"type": "choice", "instructions": "Team?", "criteria": {"a": None, "b": None}}
-    human = {"state": "x", "questions": {"team": question}, "labels": {"team": "a"},
-             "meta": {"source": "human", "gate": "triage", "probabilities": {"team": {"b": 0.3, "a": 0.7}}}}
+    human = {
+        "state": "x",
+        "questions": {"team": question},
+        "labels": {"team": "a"},
+        "meta": {"source": "human", "gate": "triage", "probabilities": {"team": {"b": 0.3, "a": 0.7}}},
+    }
     auto = {**human, "meta": {**human["meta"], "source": "auto"}}
     sample = decision_samples([human, auto], slice_key="gate")["team"]
     assert len(sample) == 1 and bool(sample.correct[0]) and sample.slices == ["triage"]
@@ -255,11 +263,29 @@ def calibrate(*flags: str) -> int:
 def test_cli_fits_writes_a_loadable_policy_and_a_report(tmp_path, capsys):
     records = tmp_path / "labelled.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(3000, seed=8)))
-    assert calibrate(
-        "--records", str(records), "--max-auto-error", "0.02", "--confidence", "0.9", "--max-human-share", "0.05",
-        "--cost-auto-error", "10", "--cost-llm", "0.05", "--cost-human", "2",
-        "--policy-out", str(tmp_path / "lanes.json"), "--report-dir", str(tmp_path / "report"),
-    ) == 0
+    assert (
+        calibrate(
+            "--records",
+            str(records),
+            "--max-auto-error",
+            "0.02",
+            "--confidence",
+            "0.9",
+            "--max-human-share",
+            "0.05",
+            "--cost-auto-error",
+            "10",
+            "--cost-llm",
+            "0.05",
+            "--cost-human",
+            "2",
+            "--policy-out",
+            str(tmp_path / "lanes.json"),
+            "--report-dir",
+            str(tmp_path / "report"),
+        )
+        == 0
+    )
     policy = LanePolicy.load(tmp_path / "lanes.json")
     assert policy.questions["team"].fit["certified"] and policy.meta["costs"]["auto_error"] == 10.0
     assert policy.meta["records"] == str(records)
@@ -278,8 +304,20 @@ def test_cli_reads_every_records_file_given(tmp_path):
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_text("".join(json.dumps(r) + "\n" for r in rows[:1000]))
     second.write_text("".join(json.dumps(r) + "\n" for r in rows[1000:]))
-    assert calibrate("--records", str(first), str(second), "--max-auto-error", "0.05",
-                     "--policy-out", str(tmp_path / "lanes.json"), "--report-dir", str(tmp_path / "report")) == 0
+    assert (
+        calibrate(
+            "--records",
+            str(first),
+            str(second),
+            "--max-auto-error",
+            "0.05",
+            "--policy-out",
+            str(tmp_path / "lanes.json"),
+            "--report-dir",
+            str(tmp_path / "report"),
+        )
+        == 0
+    )
     policy = LanePolicy.load(tmp_path / "lanes.json")
     assert policy.meta["records"] == [str(first), str(second)]
     assert json.loads((tmp_path / "report" / "report.json").read_text())["questions"]["team"]["n"] == 2000
@@ -291,10 +329,22 @@ def test_cli_runs_a_model_when_records_carry_no_predictions(tmp_path):
         r["meta"].pop("probabilities")
     records = tmp_path / "plain.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in plain))
-    assert calibrate(
-        "--records", str(records), "--model", "fake", "--max-auto-error", "0.05", "--policy-out", str(tmp_path / "lanes.json"),
-        "--save-predictions", str(tmp_path / "replay.jsonl"), "--no-progress",
-    ) == 0
+    assert (
+        calibrate(
+            "--records",
+            str(records),
+            "--model",
+            "fake",
+            "--max-auto-error",
+            "0.05",
+            "--policy-out",
+            str(tmp_path / "lanes.json"),
+            "--save-predictions",
+            str(tmp_path / "replay.jsonl"),
+            "--no-progress",
+        )
+        == 0
+    )
     replay = [json.loads(line) for line in (tmp_path / "replay.jsonl").read_text().splitlines()]
     assert len(replay) == 300 and "probabilities" in replay[0]["meta"]
 
@@ -307,8 +357,18 @@ def test_run_lane_fit_takes_a_model_object(tmp_path):
         r["meta"].pop("probabilities")
     records = tmp_path / "plain.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in plain))
-    args = build_parser().parse_args(["calibrate", "--records", str(records), "--max-auto-error", "0.05",
-                                      "--policy-out", str(tmp_path / "lanes.json"), "--no-progress"])
+    args = build_parser().parse_args(
+        [
+            "calibrate",
+            "--records",
+            str(records),
+            "--max-auto-error",
+            "0.05",
+            "--policy-out",
+            str(tmp_path / "lanes.json"),
+            "--no-progress",
+        ]
+    )
     model = FakeDecisionModel(answers={"team": "tech"})
     assert run_lane_fit(args, model=model) == 0
     assert len(model.calls) == 300
@@ -320,7 +380,9 @@ def test_cli_rejects_a_target_outside_zero_and_one(tmp_path, capsys):
 
 
 def test_cli_names_a_missing_records_file(tmp_path, capsys):
-    assert calibrate("--records", str(tmp_path / "none.jsonl"), "--max-auto-error", "0.05", "--policy-out", "l.json") == 2
+    assert (
+        calibrate("--records", str(tmp_path / "none.jsonl"), "--max-auto-error", "0.05", "--policy-out", "l.json") == 2
+    )
     assert f"decision records not found: {tmp_path / 'none.jsonl'}" in capsys.readouterr().err
 
 
@@ -336,7 +398,9 @@ def test_the_cli_module_loads_without_numpy():
 # --------------------------------------------------------------------------- planning
 
 
-@pytest.mark.parametrize("accepted,target,delta", [(230, 0.01, 0.1), (1155, 0.01, 0.1), (5000, 0.02, 0.05), (40, 0.1, 0.2)])
+@pytest.mark.parametrize(
+    "accepted,target,delta", [(230, 0.01, 0.1), (1155, 0.01, 0.1), (5000, 0.02, 0.05), (40, 0.1, 0.2)]
+)
 def test_critical_errors_is_the_last_count_the_exact_test_rejects_at(accepted, target, delta):
     k = critical_errors(accepted, target, delta)
     assert binomial_cdf(k, accepted, target) <= delta < binomial_cdf(k + 1, accepted, target)
@@ -388,7 +452,10 @@ def test_planning_table_reads_the_error_at_each_share_from_the_ranked_records():
 def test_cli_prints_the_records_larger_shares_would_need(tmp_path, capsys):
     records = tmp_path / "labelled.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(1500, seed=2)))
-    assert calibrate("--records", str(records), "--max-auto-error", "0.01", "--policy-out", str(tmp_path / "lanes.json")) == 0
+    assert (
+        calibrate("--records", str(records), "--max-auto-error", "0.01", "--policy-out", str(tmp_path / "lanes.json"))
+        == 0
+    )
     out = capsys.readouterr().out
     assert "more labels?" in out and "n, 80% power" in out
 
@@ -409,8 +476,19 @@ def test_the_sequence_start_is_checked_and_reaches_the_policy_through_the_cli(tm
         fit_error_threshold(np.ones(1000), np.ones(1000, dtype=bool), 0.01, DELTA, start="late")
     records = tmp_path / "labelled.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(2000, seed=4)))
-    assert calibrate("--records", str(records), "--max-auto-error", "0.02", "--sequence-start", "robust",
-                     "--policy-out", str(tmp_path / "lanes.json")) == 0
+    assert (
+        calibrate(
+            "--records",
+            str(records),
+            "--max-auto-error",
+            "0.02",
+            "--sequence-start",
+            "robust",
+            "--policy-out",
+            str(tmp_path / "lanes.json"),
+        )
+        == 0
+    )
     assert LanePolicy.load(tmp_path / "lanes.json").meta["sequence_start"] == "robust"
     with pytest.raises(SystemExit):
         calibrate("--records", str(records), "--sequence-start", "late")

@@ -25,8 +25,12 @@ class TaughtFake(FakeDecisionModel):
     def _classify(self, state, questions):
         response = super()._classify(state, questions)
         taught = [qid for qid in response.answers if qid in self.taught]
-        return wire.DecisionResponse(model=self.model, answers=response.answers, usage=response.usage,
-                                     extensions={"x_taught": taught} if taught else {})
+        return wire.DecisionResponse(
+            model=self.model,
+            answers=response.answers,
+            usage=response.usage,
+            extensions={"x_taught": taught} if taught else {},
+        )
 
 
 def tiered(taught=("team",), precise_error=None):
@@ -55,7 +59,9 @@ def test_the_precise_tier_is_not_asked_when_every_question_was_taught():
 
 def test_a_refused_request_spares_the_others_in_a_batch_and_a_precise_failure_is_not_hidden():
     model, _, precise = tiered()
-    good, bad = model.batch([{"state": "a", "questions": QUESTIONS}, {"state": "b", "questions": {}}], return_exceptions=True)
+    good, bad = model.batch(
+        [{"state": "a", "questions": QUESTIONS}, {"state": "b", "questions": {}}], return_exceptions=True
+    )
     assert good.answers["urgent"].noul == pytest.approx(0.9)
     assert isinstance(bad, wire.InvalidRequestError)
     assert len(precise.calls) == 1

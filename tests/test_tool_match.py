@@ -40,8 +40,14 @@ def tool_records(n: int, seed: int) -> list[dict]:
         topic = rng.choice(listed) if relevant else rng.choice([t for t in TOPICS if t not in listed])
         request = "please help " + " ".join(rng.sample(TOPICS[topic].split(), 3))
         state = "Available tools:\n" + "\n".join(tool_line(t) for t in listed) + "\n\nConversation:\nuser: " + request
-        records.append({"state": state, "questions": {"call": {"type": "noul", "instructions": "should a listed tool be called"}},
-                        "labels": {"call": relevant}, "meta": {"dataset": "tools", "split": "train", "source": "test"}})
+        records.append(
+            {
+                "state": state,
+                "questions": {"call": {"type": "noul", "instructions": "should a listed tool be called"}},
+                "labels": {"call": relevant},
+                "meta": {"dataset": "tools", "split": "train", "source": "test"},
+            }
+        )
     return records
 
 
@@ -62,7 +68,10 @@ def test_a_listing_is_read_as_tools_and_the_request_after_them():
     tools, request = split_tool_listing(state)
     assert tools == ["refund: Send money back.", "lookup"]
     assert request == "{not json}\nConversation:\nuser: I was charged twice\nassistant: let me check"
-    assert split_tool_listing('{"name": "a"}\nConversation:\nuser: hi') == (["a"], "user: hi")  # a header line is dropped
+    assert split_tool_listing('{"name": "a"}\nConversation:\nuser: hi') == (
+        ["a"],
+        "user: hi",
+    )  # a header line is dropped
     assert split_tool_listing('{"name": "a"}\nuser: hi') == (["a"], "user: hi")
     assert split_tool_listing("just a question: what now") == ([], "just a question: what now")
     assert not lists_tools('["name", "a"]\n{"name": 3}') and lists_tools('  {"name": "a"}  ')
@@ -78,11 +87,13 @@ def test_the_features_are_the_best_and_mean_cosine_and_the_tool_count():
         calls.append((list(texts), cache))
         return torch.tensor([vectors[t] for t in texts])
 
-    texts = ['{"name": "a", "description": "x"}\n{"name": "b", "description": "y"}\nask a',
-             "no tools at all",
-             '{"name": "b", "description": "y"}\nask b']
+    texts = [
+        '{"name": "a", "description": "x"}\n{"name": "b", "description": "y"}\nask a',
+        "no tools at all",
+        '{"name": "b", "description": "y"}\nask b',
+    ]
     features = match_features(texts, embed)
-    half = 2 ** -0.5
+    half = 2**-0.5
     expected = [[1.0, 0.5, math.log1p(2)], [0.0, 0.0, 0.0], [half, half, math.log1p(1)]]
     torch.testing.assert_close(features, torch.tensor(expected))
     assert calls == [(["a: x", "b: y"], True), (["ask a", "ask b"], False)]  # tools once each and cached; requests not
@@ -108,7 +119,9 @@ def tool_taught(encoder_dir):
     from clef_agents.train.teach import teach
 
     model = make_model(encoder_dir)
-    reports = teach(model, tool_records(300, 21), tool_records(160, 22), lexical=False, neighbours=False, progress=False)
+    reports = teach(
+        model, tool_records(300, 21), tool_records(160, 22), lexical=False, neighbours=False, progress=False
+    )
     return model, reports
 
 
@@ -122,16 +135,22 @@ def test_teaching_adds_the_tool_match_where_the_request_pairs_with_a_listed_tool
     part = report["tool_match"]
     assert part["kept"] is True and part["option"] == "yes" and part["held_out_listing_tools"] == 1.0
     by_kind = part["held_out_by_kind"]
-    assert set(by_kind) == {"coverage", "cosine"} and by_kind[part["kind"]]["nll"] == min(k["nll"] for k in by_kind.values())
-    assert part["held_out_with_tool_match"]["nll"] <= part["held_out_without_tool_match"]["nll"] * (1 - TOOL_MATCH_MIN_GAIN)
+    assert set(by_kind) == {"coverage", "cosine"} and by_kind[part["kind"]]["nll"] == min(
+        k["nll"] for k in by_kind.values()
+    )
+    assert part["held_out_with_tool_match"]["nll"] <= part["held_out_without_tool_match"]["nll"] * (
+        1 - TOOL_MATCH_MIN_GAIN
+    )
     assert report["held_out_taught"] == part["held_out_with_tool_match"]
-    (key, entry), = model.engine.taught.questions.items()
+    ((key, entry),) = model.engine.taught.questions.items()
     assert entry.tool_match is not None and list(entry.tool_match.weight) == part["weight"]
     records = tool_records(200, 25)
     requests = [{"state": r["state"], "questions": r["questions"]} for r in records]
 
     def correct() -> int:
-        return sum((a.answers["call"].noul >= 0.5) == r["labels"]["call"] for a, r in zip(model.batch(requests), records))
+        return sum(
+            (a.answers["call"].noul >= 0.5) == r["labels"]["call"] for a, r in zip(model.batch(requests), records)
+        )
 
     with_part = correct()
     model.engine.taught.questions[key] = replace(entry, tool_match=None)
@@ -139,7 +158,9 @@ def test_teaching_adds_the_tool_match_where_the_request_pairs_with_a_listed_tool
         without_part = correct()
     finally:
         model.engine.taught.questions[key] = entry
-    assert with_part >= without_part + 20  # on fresh records: 10 points or more (measured 147 vs 107 of 200 on another seed)
+    assert (
+        with_part >= without_part + 20
+    )  # on fresh records: 10 points or more (measured 147 vs 107 of 200 on another seed)
 
 
 def test_tool_match_answers_survive_save_and_load(tool_taught, tmp_path):
@@ -155,7 +176,9 @@ def test_tool_match_answers_survive_save_and_load(tool_taught, tmp_path):
     before, after = model.batch(requests), reloaded.batch(requests)
     for a, b in zip(before, after):
         assert b.extensions["x_taught"] == ["call"]
-        assert a.answers["call"].noul == pytest.approx(b.answers["call"].noul, abs=1e-5)  # tool vectors embedded in other batches
+        assert a.answers["call"].noul == pytest.approx(
+            b.answers["call"].noul, abs=1e-5
+        )  # tool vectors embedded in other batches
 
 
 def test_both_kinds_of_part_survive_save_and_load_and_old_parts_load_as_cosine(tool_taught, tmp_path):
@@ -167,7 +190,7 @@ def test_both_kinds_of_part_survive_save_and_load_and_old_parts_load_as_cosine(t
     from clef_agents.model.tool_match import ToolMatch
 
     model, _ = tool_taught
-    (key, entry), = model.engine.taught.questions.items()
+    ((key, entry),) = model.engine.taught.questions.items()
     idf = torch.tensor([0.5, 1.5, 2.0])
     coverage = ToolMatch("yes", (1.0, -0.5, 0.25, 2.0), 0.1, (0.5,) * 4, (0.2,) * 4, kind="coverage", idf=idf)
     cosine = ToolMatch("yes", (1.0, 0.0, -0.5), 0.2, (0.5, 0.4, 1.0), (0.1, 0.1, 0.5))
@@ -216,17 +239,23 @@ def test_coverage_features_weigh_request_tokens_by_idf_and_read_each_tool():
             out.append((ids, torch.eye(4)[ids]))
         return out
 
-    states = ['{"name": "triangle", "description": "the area"}\nthe circle area',
-              '{"name": "circle", "description": "the area"}\nthe circle area',
-              "the circle area"]
-    idf = fit_token_idf(states, lambda texts: [[vocabulary[w] for w in t.replace(":", "").split() if w in vocabulary] for t in texts])
+    states = [
+        '{"name": "triangle", "description": "the area"}\nthe circle area',
+        '{"name": "circle", "description": "the area"}\nthe circle area',
+        "the circle area",
+    ]
+    idf = fit_token_idf(
+        states, lambda texts: [[vocabulary[w] for w in t.replace(":", "").split() if w in vocabulary] for t in texts]
+    )
     assert idf[0] < idf[1] and idf[0] < idf[2]  # "the" is in every document
     weights = token_weights(torch.tensor([0, 1, 3]), idf)
     assert weights.sum().item() == pytest.approx(1.0) and weights[0] < weights[1]
     features = coverage_features(states, embed_tokens, idf)
     assert features[2].tolist() == [0.0] * 4  # no tool listed
     assert features[1, 0].item() == pytest.approx(1.0) and features[1, 1].item() == pytest.approx(1.0)
-    assert features[0, 0].item() == pytest.approx(1.0 - weights[1].item())  # "circle" is not covered by the triangle tool
+    assert features[0, 0].item() == pytest.approx(
+        1.0 - weights[1].item()
+    )  # "circle" is not covered by the triangle tool
     assert calls == [True, False]  # tools cached, requests not
 
 
@@ -239,7 +268,7 @@ def test_the_token_cache_keeps_the_most_recent_tool_texts(encoder_dir, monkeypat
     first = engine.embed_tokens_frozen(["card lost", "refund money"])
     engine.embed_tokens_frozen(["card lost", "spam prize"])
     assert engine.encoder.cached_token_texts() == ["card lost", "spam prize"]
-    (ids, vectors), = engine.embed_tokens_frozen(["refund money"], cache=False)
+    ((ids, vectors),) = engine.embed_tokens_frozen(["refund money"], cache=False)
     torch.testing.assert_close(ids, first[1][0])
     torch.testing.assert_close(vectors, first[1][1], atol=2e-3, rtol=0)  # the cache keeps half precision
     assert ids.tolist() == engine.token_ids(["refund money"])[0]
@@ -252,7 +281,9 @@ def test_the_part_is_tried_only_on_yes_no_questions_whose_states_list_tools(enco
     model = make_model(encoder_dir)
     reports = teach(model, tiny_records(60, 30), tiny_records(30, 31), lexical=False, neighbours=False, progress=False)
     assert not any("tool_match" in report for report in reports.values())
-    mixed = tool_records(30, 32) + [{**r, "state": "please help " + r["state"].rsplit("please help ", 1)[1]} for r in tool_records(50, 33)]
+    mixed = tool_records(30, 32) + [
+        {**r, "state": "please help " + r["state"].rsplit("please help ", 1)[1]} for r in tool_records(50, 33)
+    ]
     (report,) = teach(make_model(encoder_dir), mixed, lexical=False, neighbours=False, progress=False).values()
     assert "tool_match" not in report  # under half of the records list tools
 
@@ -311,8 +342,13 @@ def test_tools_state_lists_tools_the_way_the_part_reads_them():
         """Send the money of an order back to the customer."""
         return "done"
 
-    schema = {"type": "function", "function": {"name": "track", "description": "Where a parcel is now.", "parameters": {}}}
-    state = tools_state([refund, schema], [HumanMessage("I was charged twice"), AIMessage("Which order?"), HumanMessage("order 12")])
+    schema = {
+        "type": "function",
+        "function": {"name": "track", "description": "Where a parcel is now.", "parameters": {}},
+    }
+    state = tools_state(
+        [refund, schema], [HumanMessage("I was charged twice"), AIMessage("Which order?"), HumanMessage("order 12")]
+    )
     tools, request = split_tool_listing(state)
     assert tools == ["refund: Send the money of an order back to the customer.", "track: Where a parcel is now."]
     assert request == "user: I was charged twice\nassistant: Which order?\nuser: order 12"
@@ -320,7 +356,9 @@ def test_tools_state_lists_tools_the_way_the_part_reads_them():
     with pytest.raises(ValueError, match="needs at least one tool"):
         tools_state([], "hello")
     # the question the shipped mini is taught on bfcl_relevance, so its taught weights answer it
-    assert taught_key(TOOL_RELEVANCE_QUESTION) == taught_key(validate_questions({"q": canonical_question("bfcl_relevance")})["q"])
+    assert taught_key(TOOL_RELEVANCE_QUESTION) == taught_key(
+        validate_questions({"q": canonical_question("bfcl_relevance")})["q"]
+    )
 
 
 def test_a_gate_asks_the_tool_question_of_the_rendered_listing():
@@ -343,8 +381,12 @@ def test_a_gate_asks_the_tool_question_of_the_rendered_listing():
         tools, _ = split_tool_listing(state)
         return {"call_tool": 0.9 if tools else 0.1}
 
-    gate = DecisionNode(FakeDecisionModel(answer_fn=answer), {"call_tool": TOOL_RELEVANCE_QUESTION}, name="tools?",
-                        input=lambda state: tools_state([track], state["messages"]))
+    gate = DecisionNode(
+        FakeDecisionModel(answer_fn=answer),
+        {"call_tool": TOOL_RELEVANCE_QUESTION},
+        name="tools?",
+        input=lambda state: tools_state([track], state["messages"]),
+    )
     update = gate.invoke({"messages": [HumanMessage("where is order 7?")]})
     decision = update["decisions"]["tools?"]["route"]["call_tool"]
     assert decision["label"] is True and seen[0].endswith("user: where is order 7?")
@@ -361,6 +403,7 @@ def test_a_batch_encodes_all_its_requests_in_one_call_and_answers_as_one_by_one(
         def wrapped(texts, cache=True):
             calls.append((len(texts), cache))
             return real(texts, cache)
+
         return wrapped
 
     encoder = model.engine.encoder

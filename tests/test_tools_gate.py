@@ -70,7 +70,9 @@ def agent_graph(gate, calls, checkpointer=None, judge_node=True, tools=(pay,)):
     """One scripted AI turn proposing ``calls``, the gate's judging node, then a guarded ToolNode."""
     builder = StateGraph(GateState)
     builder.add_node("agent", lambda s: {"messages": [AIMessage("", tool_calls=calls)]})
-    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
+    builder.add_node(
+        "tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call)
+    )
     builder.add_edge(START, "agent")
     if judge_node:
         builder.add_node("gate", gate.node(list(tools)))
@@ -117,10 +119,19 @@ def test_allow_block_and_verdicts_kept_in_graph_state():
     out = agent_graph(gate, [call(5)]).invoke({"messages": [HumanMessage("pay bob 5")]}, cfg("a"))
     assert out["messages"][-1].content == "paid 5.0 to bob"
     verdict = out["decisions"]["tool_gate"]["calls"][call_key(call(5))]
-    assert (verdict["action"], verdict["lane"], verdict["judge"], verdict["probability"]) == ("allow", "auto", "model", 0.02)
+    assert (verdict["action"], verdict["lane"], verdict["judge"], verdict["probability"]) == (
+        "allow",
+        "auto",
+        "model",
+        0.02,
+    )
     out = agent_graph(gate, [call(5000)]).invoke({"messages": [HumanMessage("pay bob 5000")]}, cfg("b"))
     refusal = out["messages"][-1]
-    assert refusal.status == "error" and "blocked by the tool gate" in refusal.content and "0.990 >= block_at" in refusal.content
+    assert (
+        refusal.status == "error"
+        and "blocked by the tool gate" in refusal.content
+        and "0.990 >= block_at" in refusal.content
+    )
     assert RAN == ["pay bob 5.0"]
 
 
@@ -136,17 +147,19 @@ def test_lane_vocabulary_is_declared_once_and_used_by_state_and_traces(tmp_path)
         traces.record_outcome(traces.decisions()[0]["trace_id"], QUESTION_ID, True, "allow")
 
 
-
 def test_a_verdict_and_its_auto_outcome_are_written_in_one_transaction(tmp_path):
     import sqlite3
 
     traces = TraceStore(tmp_path / "t.sqlite")
     with sqlite3.connect(traces.path) as conn:  # a fault between the decision's write and its outcome's write
-        conn.execute("CREATE TRIGGER fail_outcomes BEFORE INSERT ON outcomes BEGIN SELECT RAISE(ABORT, 'injected fault'); END")
+        conn.execute(
+            "CREATE TRIGGER fail_outcomes BEFORE INSERT ON outcomes BEGIN SELECT RAISE(ABORT, 'injected fault'); END"
+        )
     gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5, block_at=0.97, traces=traces)
     with pytest.raises(sqlite3.DatabaseError, match="injected fault"):
         agent_graph(gate, [call(5)]).invoke({"messages": [HumanMessage("pay")]}, cfg("tx"))
     assert traces.count() == 0, "no verdict decided automatically is left without its outcome"
+
 
 def test_gate_state_is_text_data_with_the_proposed_call_first():
     model = FakeDecisionModel(answers={QUESTION_ID: 0.01})
@@ -179,7 +192,13 @@ def test_the_shipped_policy_holds_the_surest_calls_and_never_blocks_on_the_model
     gate = ToolGate(FakeDecisionModel())
     h = gate.hold_at
     assert gate.block_at is None and gate.describe()["block_at"] is None
-    assert [gate.verdict_for(p).action for p in (0.0, h * 0.99, h, 0.97, 1.0)] == ["allow", "allow", "hold", "hold", "hold"]
+    assert [gate.verdict_for(p).action for p in (0.0, h * 0.99, h, 0.97, 1.0)] == [
+        "allow",
+        "allow",
+        "hold",
+        "hold",
+        "hold",
+    ]
     strict = ToolGate(FakeDecisionModel(), block_at=0.97)
     assert [strict.verdict_for(p).action for p in (h * 0.99, 0.5, 0.97, 1.0)] == ["allow", "hold", "block", "block"]
 
@@ -221,7 +240,9 @@ class RawModel(BaseDecisionModel):
 
 
 def noul(value):
-    return lambda: ClassifierResponse.model_construct(model="raw", answers={QUESTION_ID: NoulAnswer.model_construct(type="noul", noul=value)}, usage=None)
+    return lambda: ClassifierResponse.model_construct(
+        model="raw", answers={QUESTION_ID: NoulAnswer.model_construct(type="noul", noul=value)}, usage=None
+    )
 
 
 BAD_ANSWERS = {
@@ -235,7 +256,9 @@ BAD_ANSWERS = {
     "bool": noul(False),
     "missing answer": lambda: ClassifierResponse.model_construct(model="raw", answers={}, usage=None),
     "wrong answer type": lambda: ClassifierResponse.model_construct(
-        model="raw", answers={QUESTION_ID: ChoiceAnswer.model_construct(type="choice", choice="no", probabilities={"no": 1.0})}, usage=None
+        model="raw",
+        answers={QUESTION_ID: ChoiceAnswer.model_construct(type="choice", choice="no", probabilities={"no": 1.0})},
+        usage=None,
     ),
     "not a response": lambda: None,
 }
@@ -324,7 +347,9 @@ def test_a_cancelled_model_call_blocks(timeout_s):
 
 async def test_a_cancelled_model_call_blocks_async_and_a_cancelled_run_stays_cancelled():
     RAN.clear()
-    out = await agent_graph(ToolGate(CancellingModel()), [call(1)]).ainvoke({"messages": [HumanMessage("pay")]}, cfg("acancel"))
+    out = await agent_graph(ToolGate(CancellingModel()), [call(1)]).ainvoke(
+        {"messages": [HumanMessage("pay")]}, cfg("acancel")
+    )
     assert "CancelledError" in out["messages"][-1].content
     run = asyncio.ensure_future(
         agent_graph(ToolGate(HangingModel(release=threading.Event()), timeout_s=None), [call(1)]).ainvoke(
@@ -366,7 +391,9 @@ def test_tool_metadata_wins_over_the_model():
 
     wipe.metadata = {APPROVAL_METADATA: "always"}
     read.metadata = {APPROVAL_METADATA: "never"}
-    model = FakeDecisionModel(answer_fn=lambda s, q: {QUESTION_ID: 0.0 if s.startswith("Proposed tool call: wipe") else 0.999})
+    model = FakeDecisionModel(
+        answer_fn=lambda s, q: {QUESTION_ID: 0.0 if s.startswith("Proposed tool call: wipe") else 0.999}
+    )
     gate = ToolGate(model)
     calls = [{"name": "wipe", "args": {"disk": "sda"}, "id": "w"}, {"name": "read", "args": {"path": "a"}, "id": "r"}]
     graph = agent_graph(gate, calls, tools=(wipe, read))
@@ -396,7 +423,10 @@ def test_hold_interrupts_in_the_hitl_shape_and_approve_runs_without_rejudging(tm
     _, graph = held_graph(model, traces)
     paused = graph.invoke({"messages": [HumanMessage("pay bob 100")]}, cfg("h"))
     hold = paused["__interrupt__"][0].value
-    assert hold["action_requests"][0]["name"] == "pay" and hold["action_requests"][0]["args"] == {"to": "bob", "amount": 100}
+    assert hold["action_requests"][0]["name"] == "pay" and hold["action_requests"][0]["args"] == {
+        "to": "bob",
+        "amount": 100,
+    }
     assert hold["review_configs"] == [{"action_name": "pay", "allowed_decisions": ["approve", "edit", "reject"]}]
     assert (hold["kind"], hold["tool_call_id"], hold["probability"]) == ("clef_agents.tool_approval", "c1", 0.7)
     again = graph.invoke(Command(resume="maybe"), cfg("h"))["__interrupt__"][0].value
@@ -423,14 +453,27 @@ def test_edit_is_validated_against_the_tool_schema_then_runs_the_edited_call():
     RAN.clear()
     _, graph = held_graph()
     graph.invoke({"messages": [HumanMessage("pay bob 100")]}, cfg("e"))
-    bad = graph.invoke(Command(resume={"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": "lots"}}}), cfg("e"))
+    bad = graph.invoke(
+        Command(resume={"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": "lots"}}}),
+        cfg("e"),
+    )
     assert "amount: Input should be a valid number" in bad["__interrupt__"][0].value["error"]
     other = graph.invoke(Command(resume={"type": "edit", "edited_action": {"name": "wipe", "args": {}}}), cfg("e"))
     assert "an edit that names tool 'wipe'" in other["__interrupt__"][0].value["error"]
     assert RAN == []
-    done = graph.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 60}}}]}), cfg("e"))
+    done = graph.invoke(
+        Command(
+            resume={
+                "decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 60}}}]
+            }
+        ),
+        cfg("e"),
+    )
     assert RAN == ["pay bob 60.0"]
-    assert done["messages"][-1].content == 'A reviewer edited this call before it ran; it ran with arguments {"to": "bob", "amount": 60}.\npaid 60.0 to bob'
+    assert (
+        done["messages"][-1].content
+        == 'A reviewer edited this call before it ran; it ran with arguments {"to": "bob", "amount": 60}.\npaid 60.0 to bob'
+    )
 
 
 @pytest.mark.parametrize(
@@ -448,7 +491,18 @@ def test_every_accepted_resume_value(value, expected):
     assert parse_decision(value).type == expected
 
 
-@pytest.mark.parametrize("value", [None, 1, "later", {"decisions": []}, {"decisions": [{"type": "approve"}] * 2}, {"type": "respond", "message": "x"}, {"type": "edit"}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        1,
+        "later",
+        {"decisions": []},
+        {"decisions": [{"type": "approve"}] * 2},
+        {"type": "respond", "message": "x"},
+        {"type": "edit"},
+    ],
+)
 def test_wrong_resume_values_ask_again(value):
     with pytest.raises(ValueError, match="expected"):
         parse_decision(value)
@@ -499,7 +553,10 @@ def test_wrapped_tools_keep_their_schema_and_are_judged_before_they_run():
     gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5)
     (guarded,) = gate.wrap_tools([pay])
     assert (guarded.name, guarded.description) == ("pay", pay.description)
-    assert guarded.tool_call_schema.model_json_schema()["properties"] == pay.tool_call_schema.model_json_schema()["properties"]
+    assert (
+        guarded.tool_call_schema.model_json_schema()["properties"]
+        == pay.tool_call_schema.model_json_schema()["properties"]
+    )
     assert guarded.invoke({"to": "ann", "amount": 1}) == "paid 1.0 to ann"
     assert "was not run" in guarded.invoke({"to": "ann", "amount": 5000})
     assert "needs its verdict in graph state" in guarded.invoke({"to": "ann", "amount": 100})
@@ -510,7 +567,11 @@ def test_wrapped_tools_keep_their_schema_and_are_judged_before_they_run():
     ("resume", "ran", "last"),
     [
         ({"decisions": [{"type": "approve"}]}, ["pay bob 100.0"], "paid 100.0 to bob"),
-        ({"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "ann", "amount": 7}}}]}, ["pay ann 7.0"], "paid 7.0 to ann"),
+        (
+            {"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "ann", "amount": 7}}}]},
+            ["pay ann 7.0"],
+            "paid 7.0 to ann",
+        ),
         ({"decisions": [{"type": "reject", "message": "ask first"}]}, [], "a reviewer rejected it: ask first"),
     ],
 )
@@ -527,12 +588,18 @@ def test_wrapped_tools_in_a_graph_take_reviews(resume, ran, last):
 
 def test_without_langchain_agents_middleware_points_at_the_documented_wiring(monkeypatch):
     """A ToolNode alone refuses every call the gate would hold (test above): the hint must not offer it alone."""
-    monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)  # as if clef-agents[agents] were not installed
+    monkeypatch.setitem(
+        sys.modules, "langchain.agents.middleware", None
+    )  # as if clef-agents[agents] were not installed
     with pytest.raises(ImportError) as raised:
         ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5).middleware()
     hint = str(raised.value)
     assert "pip install 'clef-agents[agents]'" in hint and "docs/graph.md" in hint
-    assert hint.index("gate.node(tools)") < hint.index("gate.review_node(tools)") < hint.index("ToolNode(tools, wrap_tool_call=")
+    assert (
+        hint.index("gate.node(tools)")
+        < hint.index("gate.review_node(tools)")
+        < hint.index("ToolNode(tools, wrap_tool_call=")
+    )
 
 
 def agent_with_middleware(gate, calls):
@@ -546,7 +613,11 @@ def agent_with_middleware(gate, calls):
     ("resume", "ran", "tool_text"),
     [
         ({"decisions": [{"type": "approve"}]}, ["pay bob 100.0"], "paid 100.0 to bob"),
-        ({"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 50}}}, ["pay bob 50.0"], "paid 50.0 to bob"),
+        (
+            {"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 50}}},
+            ["pay bob 50.0"],
+            "paid 50.0 to bob",
+        ),
         ({"type": "reject", "message": "wrong payee"}, [], "a reviewer rejected it: wrong payee"),
     ],
 )
@@ -597,7 +668,9 @@ def reviewed_graph(gate, calls, tools=(pay,), checkpointer=None):
     builder.add_node("agent", lambda s: {"messages": [AIMessage("", tool_calls=calls)]})
     builder.add_node("gate", gate.node(list(tools)))
     builder.add_node("review", gate.review_node(list(tools)))
-    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
+    builder.add_node(
+        "tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call)
+    )
     builder.add_edge(START, "agent")
     builder.add_edge("agent", "gate")
     builder.add_edge("gate", "review")
@@ -631,27 +704,40 @@ def test_a_stored_edit_runs_with_the_edited_arguments_and_a_bad_edit_asks_again(
     RAN.clear()
     graph = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(100)])
     graph.invoke({"messages": [HumanMessage("pay bob 100")]}, cfg("e"))
-    bad = graph.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob"}}}]}), cfg("e"))
+    bad = graph.invoke(
+        Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob"}}}]}),
+        cfg("e"),
+    )
     assert "amount" in bad["__interrupt__"][0].value["error"] and RAN == []
-    done = graph.invoke(Command(resume={"decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 9}}}]}), cfg("e"))
+    done = graph.invoke(
+        Command(
+            resume={
+                "decisions": [{"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 9}}}]
+            }
+        ),
+        cfg("e"),
+    )
     assert RAN == ["pay bob 9.0"] and "paid 9.0 to bob" in done["messages"][-1].content
 
 
 def test_the_review_step_asks_nothing_when_no_call_is_held():
     RAN.clear()
     out = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(5)]).invoke(
-        {"messages": [HumanMessage("pay bob 5")]}, cfg("n"))
+        {"messages": [HumanMessage("pay bob 5")]}, cfg("n")
+    )
     assert "__interrupt__" not in out and RAN == ["pay bob 5.0"]
 
 
 async def test_the_review_step_works_on_the_async_path():
     RAN.clear()
-    graph = reviewed_graph(ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5), [call(5, "ann", "c1"), call(100, "bob", "c2")])
+    graph = reviewed_graph(
+        ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), hold_at=0.5),
+        [call(5, "ann", "c1"), call(100, "bob", "c2")],
+    )
     paused = await graph.ainvoke({"messages": [HumanMessage("pay them")]}, cfg("as"))
     assert paused["__interrupt__"][0].value["tool_call_id"] == "c2" and RAN == []
     await graph.ainvoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("as"))
     assert sorted(RAN) == ["pay ann 5.0", "pay bob 100.0"]
-
 
 
 def test_agent_middleware_runs_a_call_allowed_beside_a_held_one_once():
@@ -663,7 +749,9 @@ def test_agent_middleware_runs_a_call_allowed_beside_a_held_one_once():
     model = FakeDecisionModel(answer_fn=risk_by_amount)
     calls = [call(5, "ann", "c1"), call(100, "bob", "c2")]
     agent_model = FakeToolCallingChatModel(responses=[AIMessage("", tool_calls=calls), AIMessage("Done.")])
-    agent = create_agent(agent_model, tools=[pay], middleware=[ToolGate(model, hold_at=0.5).middleware()], checkpointer=InMemorySaver())
+    agent = create_agent(
+        agent_model, tools=[pay], middleware=[ToolGate(model, hold_at=0.5).middleware()], checkpointer=InMemorySaver()
+    )
     paused = agent.invoke({"messages": [HumanMessage("pay them")]}, cfg("mwr"))
     assert paused["__interrupt__"][0].value["tool_call_id"] == "c2"
     out = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), cfg("mwr"))

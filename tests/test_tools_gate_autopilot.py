@@ -72,9 +72,11 @@ def test_reviews_become_labels_and_nothing_runs_unasked_before_certification():
     gate = ToolGate(FakeDecisionModel(answer_fn=risk_by_amount), autopilot=autopilot)
     graph = graph_of(gate)
     RAN.clear()
-    for thread, amount, decision in (("a", 5, {"type": "approve"}), ("r", 6, {"type": "reject", "message": "no"}),
-                                     ("e", 7, {"type": "edit", "edited_action": {"name": "pay",
-                                                                               "args": {"to": "bob", "amount": 1}}})):
+    for thread, amount, decision in (
+        ("a", 5, {"type": "approve"}),
+        ("r", 6, {"type": "reject", "message": "no"}),
+        ("e", 7, {"type": "edit", "edited_action": {"name": "pay", "args": {"to": "bob", "amount": 1}}}),
+    ):
         held = graph.invoke(proposal(amount), cfg(thread))  # p = 0.02 would run without the autopilot: held here
         request = held["__interrupt__"][0].value
         assert "not certified yet" in request["reason"]
@@ -137,7 +139,9 @@ def test_block_at_still_refuses_and_settings_are_checked(tmp_path):
     built.autopilot.close()
     with pytest.raises(ValueError, match="autopilot= needs on_hold='interrupt', got on_hold='block'"):
         ToolGate(FakeDecisionModel(), on_hold="block", autopilot=pilot())
-    with pytest.raises(TypeError, match="autopilot must be a clef_agents.autopilot.Autopilot or a store path, got dict"):
+    with pytest.raises(
+        TypeError, match="autopilot must be a clef_agents.autopilot.Autopilot or a store path, got dict"
+    ):
         ToolGate(FakeDecisionModel(), autopilot={})
     with pytest.raises(ValueError, match="review type must be one of approve, edit, reject, got 'maybe'"):
         review_label("maybe")

@@ -57,7 +57,9 @@ def test_a_gate_question_mini_was_never_taught_warns_once_and_the_default_does_n
         warnings.simplefilter("error", UntaughtGateQuestionWarning)
         ToolGate(mini).judge(call, messages)  # the taught default: no warning
     own = ToolGate(mini, question=Noul(instructions="Is this tool call dangerous?"))
-    with pytest.warns(UntaughtGateQuestionWarning, match="was not taught the gate question 'Is this tool call dangerous"):
+    with pytest.warns(
+        UntaughtGateQuestionWarning, match="was not taught the gate question 'Is this tool call dangerous"
+    ):
         verdict = own.judge(call, messages)
     assert verdict.action in ("allow", "hold")
     with warnings.catch_warnings():

@@ -51,7 +51,12 @@ def resume_elsewhere(db: Path, traces: Path | None, resume: object) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-c", RESUME, str(db), str(traces or ""), json.dumps(resume)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -62,9 +67,13 @@ def test_a_reject_resumed_in_a_new_process_never_runs_the_tool_nor_asks_the_mode
     traces = tmp_path / "traces.sqlite" if with_traces else None
     held = pause(tmp_path / "graph.sqlite", traces)
     assert held["action_requests"][0]["name"] == "issue_refund" and held["probability"] == 0.7
-    result = resume_elsewhere(tmp_path / "graph.sqlite", traces, {"decisions": [{"type": "reject", "message": "no refunds today"}]})
+    result = resume_elsewhere(
+        tmp_path / "graph.sqlite", traces, {"decisions": [{"type": "reject", "message": "no refunds today"}]}
+    )
     assert result["model_calls"] == 0
-    assert len(result["tool_messages"]) == 1 and "a reviewer rejected it: no refunds today" in result["tool_messages"][0]
+    assert (
+        len(result["tool_messages"]) == 1 and "a reviewer rejected it: no refunds today" in result["tool_messages"][0]
+    )
     assert "refunded" not in result["last"]
 
 

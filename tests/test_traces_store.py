@@ -70,7 +70,13 @@ def test_store_is_a_wal_sqlite_file_and_exports_decision_records(tmp_path):
 
 def test_cli_exports_and_shows(tmp_path, capsys):
     store = TraceStore(tmp_path / "t.sqlite")
-    DecisionNode(FakeDecisionModel(answers={"spam": 0.01}), {"spam": Noul(instructions="Spam?")}, name="m", input="t", traces=store).invoke({"t": "hi"})
+    DecisionNode(
+        FakeDecisionModel(answers={"spam": 0.01}),
+        {"spam": Noul(instructions="Spam?")},
+        name="m",
+        input="t",
+        traces=store,
+    ).invoke({"t": "hi"})
     assert cli_main(["traces", "export", str(store.path), "--out", str(tmp_path / "r.jsonl"), "--dataset", "mine"]) == 0
     assert "wrote 1 records" in capsys.readouterr().out
     assert json.loads((tmp_path / "r.jsonl").read_text())["meta"]["dataset"] == "mine"
@@ -136,8 +142,13 @@ def test_a_decision_and_its_auto_outcomes_are_written_in_one_transaction(tmp_pat
     import sqlite3
 
     store = TraceStore(tmp_path / "traces.sqlite")
-    node = DecisionNode(FakeDecisionModel(answers={"spam": 0.99, "topic": {"sport": 0.5, "news": 0.25, "other": 0.25}}),
-                        QUESTIONS, name="mod", input="text", traces=store)
+    node = DecisionNode(
+        FakeDecisionModel(answers={"spam": 0.99, "topic": {"sport": 0.5, "news": 0.25, "other": 0.25}}),
+        QUESTIONS,
+        name="mod",
+        input="text",
+        traces=store,
+    )
     node.invoke({"text": "first"})
     assert cli_main(["traces", "show", str(store.path)]) == 0
     shown = json.loads(capsys.readouterr().out)
@@ -155,8 +166,15 @@ def test_a_decision_and_its_auto_outcomes_are_written_in_one_transaction(tmp_pat
 
 def test_record_decision_outcomes_say_what_is_wrong(tmp_path):
     store = TraceStore(tmp_path / "traces.sqlite")
-    decision = dict(trace_id="t", gate="g", input_hash="h", state="hi", questions={"spam": Noul(instructions="Spam?")},
-                    response={"model": "fake", "answers": {}}, route={})
+    decision = dict(
+        trace_id="t",
+        gate="g",
+        input_hash="h",
+        state="hi",
+        questions={"spam": Noul(instructions="Spam?")},
+        response={"model": "fake", "answers": {}},
+        route={},
+    )
     with pytest.raises(ValueError, match="source must be one of auto, llm, human, got 'robot'"):
         store.record_decision(**decision, outcomes={"spam": {"label": True, "source": "robot"}})
     with pytest.raises(ValueError, match="outcome of 'spam' must be a mapping with 'label' and 'source'"):

@@ -10,7 +10,11 @@ from tiny_models import make_model
 pytest.importorskip("torch")
 
 TEAMS = {"billing": "money charged payment refund", "security": "card lost stolen password", "sales": "price order"}
-WORDS = {"billing": "charged twice refund money payment", "security": "card lost stolen password reset", "sales": "price order sales"}
+WORDS = {
+    "billing": "charged twice refund money payment",
+    "security": "card lost stolen password reset",
+    "sales": "price order sales",
+}
 
 
 def tiny_records(n: int, seed: int) -> list[dict]:
@@ -20,16 +24,22 @@ def tiny_records(n: int, seed: int) -> list[dict]:
         team = rng.choice(list(TEAMS))
         words = WORDS[team].split()
         text = " ".join(rng.choice(words) for _ in range(4)) + " please help"
-        records.append({
-            "state": text,
-            "questions": {
-                "team": {"type": "choice", "instructions": "which team", "criteria": dict(TEAMS)},
-                "urgent": {"type": "noul", "instructions": "is this urgent"},
-                "anger": {"type": "score", "instructions": "how angry", "criteria": ["not angry", "angry", "very angry"]},
-            },
-            "labels": {"team": team, "urgent": team == "security", "anger": 2 if team == "security" else 0},
-            "meta": {"dataset": "tiny", "split": "train", "source": "test"},
-        })
+        records.append(
+            {
+                "state": text,
+                "questions": {
+                    "team": {"type": "choice", "instructions": "which team", "criteria": dict(TEAMS)},
+                    "urgent": {"type": "noul", "instructions": "is this urgent"},
+                    "anger": {
+                        "type": "score",
+                        "instructions": "how angry",
+                        "criteria": ["not angry", "angry", "very angry"],
+                    },
+                },
+                "labels": {"team": team, "urgent": team == "security", "anger": 2 if team == "security" else 0},
+                "meta": {"dataset": "tiny", "split": "train", "source": "test"},
+            }
+        )
     return records
 
 
@@ -40,8 +50,17 @@ def test_loss_falls_and_the_pipeline_round_trips(encoder_dir, tmp_path):
     from clef_agents.train.trainer import TrainSettings, train
 
     model = make_model(encoder_dir)
-    settings = TrainSettings(steps=100, batch_size=8, warmup_steps=5, lr_head=3e-3, lr_lora=3e-3, augment=False,
-                             log_every=10, save_every=30, threads=1)
+    settings = TrainSettings(
+        steps=100,
+        batch_size=8,
+        warmup_steps=5,
+        lr_head=3e-3,
+        lr_lora=3e-3,
+        augment=False,
+        log_every=10,
+        save_every=30,
+        threads=1,
+    )
     summary = train(model, tiny_records(48, 0), settings, tmp_path / "run", progress=False)
     early, late = sum(summary["losses"][:10]) / 10, sum(summary["losses"][-10:]) / 10
     assert late < 0.75 * early
@@ -103,8 +122,16 @@ def test_cached_stages_train_the_head_and_leave_the_adapter_alone(encoder_dir, t
     adapter_before = {n: p.detach().clone() for n, p in model.engine.network.named_parameters() if "lora_" in n}
     attention_before = model.engine.head.gather.q.weight.detach().clone()
     cache_file = tmp_path / "states.pt"
-    settings = TrainSettings(steps=60, batch_size=8, warmup_steps=3, lr_head=3e-3, augment=False, threads=1,
-                             stage=stage, state_cache=str(cache_file))
+    settings = TrainSettings(
+        steps=60,
+        batch_size=8,
+        warmup_steps=3,
+        lr_head=3e-3,
+        augment=False,
+        threads=1,
+        stage=stage,
+        state_cache=str(cache_file),
+    )
     summary = train(model, tiny_records(48, 0), settings, tmp_path / "run", progress=False)
     early, late = sum(summary["losses"][:10]) / 10, sum(summary["losses"][-10:]) / 10
     assert late < 0.8 * early
@@ -141,7 +168,9 @@ def test_state_cache_reuses_only_states_made_with_the_same_adapter(encoder_dir, 
     with torch.no_grad():
         next(p for n, p in fresh.engine.network.named_parameters() if "lora_B" in n).add_(1.0)
     assert StateCache(fresh.engine).load(tmp_path / "states.pt") == 0  # other adapter: states recomputed
-    assert torch.equal(fresh.engine.encoder.cached_vectors()["billing: money"], model.engine.encoder.cached_vectors()["billing: money"])
+    assert torch.equal(
+        fresh.engine.encoder.cached_vectors()["billing: money"], model.engine.encoder.cached_vectors()["billing: money"]
+    )
 
 
 def test_cached_states_match_a_live_forward(encoder_dir):
@@ -163,12 +192,22 @@ def test_cached_states_match_a_live_forward(encoder_dir):
 def test_label_weights_draw_rare_labels_more_often():
     from clef_agents.train.trainer import RecordSampler, TrainSettings
 
-    records = [{"state": f"s{i}", "questions": {"q": {"type": "noul", "instructions": "rare?"}},
-                "labels": {"q": i < 5}, "meta": {"dataset": "d"}} for i in range(100)]
+    records = [
+        {
+            "state": f"s{i}",
+            "questions": {"q": {"type": "noul", "instructions": "rare?"}},
+            "labels": {"q": i < 5},
+            "meta": {"dataset": "d"},
+        }
+        for i in range(100)
+    ]
     rng = random.Random(0)
     plain = RecordSampler(records, TrainSettings(augment=False)).draw(rng, 2000)
     boosted = RecordSampler(records, TrainSettings(augment=False, label_weights={"d:True": 19.0})).draw(rng, 2000)
-    share = lambda examples: sum(ex[2][0] == 0 for ex in examples) / len(examples)
+
+    def share(examples):
+        return sum(ex[2][0] == 0 for ex in examples) / len(examples)
+
     assert share(plain) < 0.1 and 0.4 < share(boosted) < 0.6  # 5 * 19 / (95 + 5 * 19) = 0.5
 
 
@@ -187,7 +226,9 @@ def test_unknown_stage_is_refused(encoder_dir, tmp_path):
     from clef_agents.train.trainer import TrainSettings, train
 
     with pytest.raises(ValueError, match="unknown training stage 'lora'; choose one of full, adapter, head, match"):
-        train(make_model(encoder_dir), tiny_records(4, 0), TrainSettings(steps=1, stage="lora"), tmp_path, progress=False)
+        train(
+            make_model(encoder_dir), tiny_records(4, 0), TrainSettings(steps=1, stage="lora"), tmp_path, progress=False
+        )
 
 
 def test_adapter_stage_trains_lora_alone_and_its_probes_learn(encoder_dir, tmp_path):
@@ -199,15 +240,21 @@ def test_adapter_stage_trains_lora_alone_and_its_probes_learn(encoder_dir, tmp_p
     head_before = {n: p.detach().clone() for n, p in model.engine.head.named_parameters()}
     adapter_before = {n: p.detach().clone() for n, p in model.engine.network.named_parameters() if "lora_" in n}
     base_before = {n: p.detach().clone() for n, p in model.engine.network.named_parameters() if "lora_" not in n}
-    settings = TrainSettings(steps=60, batch_size=8, warmup_steps=3, lr_head=1e-2, lr_lora=3e-3, threads=1, stage="adapter")
-    summary = train(model, tiny_records(48, 0), settings, tmp_path / "run", progress=False, held_out=tiny_records(24, 1))
+    settings = TrainSettings(
+        steps=60, batch_size=8, warmup_steps=3, lr_head=1e-2, lr_lora=3e-3, threads=1, stage="adapter"
+    )
+    summary = train(
+        model, tiny_records(48, 0), settings, tmp_path / "run", progress=False, held_out=tiny_records(24, 1)
+    )
     early, late = sum(summary["losses"][:10]) / 10, sum(summary["losses"][-10:]) / 10
     assert late < 0.6 * early
     for name, p in model.engine.head.named_parameters():
         assert torch.equal(p, head_before[name]), name
     for name, p in model.engine.network.named_parameters():
         assert torch.equal(p, base_before[name]) if "lora_" not in name else True, name
-    assert any(not torch.equal(p, adapter_before[n]) for n, p in model.engine.network.named_parameters() if "lora_" in n)
+    assert any(
+        not torch.equal(p, adapter_before[n]) for n, p in model.engine.network.named_parameters() if "lora_" in n
+    )
     held_out = summary["probe_held_out"]
     assert held_out["answers"] == 24 * 3 and held_out["accuracy"] > 0.8
     assert set(held_out["per_question"]) == {"which team", "is this urgent", "how angry"}
@@ -219,7 +266,13 @@ def test_adapter_stage_resumes_with_its_probes(encoder_dir, tmp_path):
 
     records = tiny_records(24, 2)
     settings = TrainSettings(steps=6, batch_size=4, warmup_steps=1, save_every=3, threads=1, stage="adapter")
-    train(make_model(encoder_dir), records, TrainSettings(**{**settings.__dict__, "steps": 3}), tmp_path / "run", progress=False)
+    train(
+        make_model(encoder_dir),
+        records,
+        TrainSettings(**{**settings.__dict__, "steps": 3}),
+        tmp_path / "run",
+        progress=False,
+    )
     summary = train(make_model(encoder_dir), records, settings, tmp_path / "run", progress=False)
     assert summary["resumed_from"] == 3 and len(summary["losses"]) == 3
 
@@ -227,8 +280,10 @@ def test_adapter_stage_resumes_with_its_probes(encoder_dir, tmp_path):
 def test_adapter_stage_needs_questions_that_recur(encoder_dir, tmp_path):
     from clef_agents.train.trainer import TrainSettings, train
 
-    records = [{**r, "questions": {"q": {"type": "noul", "instructions": f"is record {i} urgent"}}, "labels": {"q": True}}
-               for i, r in enumerate(tiny_records(30, 0))]
+    records = [
+        {**r, "questions": {"q": {"type": "noul", "instructions": f"is record {i} urgent"}}, "labels": {"q": True}}
+        for i, r in enumerate(tiny_records(30, 0))
+    ]
     with pytest.raises(ValueError, match="no question recurs often enough to probe"):
         train(make_model(encoder_dir), records, TrainSettings(steps=1, stage="adapter"), tmp_path, progress=False)
 
@@ -250,8 +305,22 @@ def test_cli_widens_lora_from_a_checkpoint_keeping_its_adapter(encoder_dir, tmp_
     from clef_agents.cli import build_parser
     from clef_agents.train.cli import _starting_model
 
-    args = build_parser().parse_args(["train", "--out", "x", "--init", str(old), "--lora-layers", "all",
-                                      "--lora-targets", "query", "key", "value", "dense"])
+    args = build_parser().parse_args(
+        [
+            "train",
+            "--out",
+            "x",
+            "--init",
+            str(old),
+            "--lora-layers",
+            "all",
+            "--lora-targets",
+            "query",
+            "key",
+            "value",
+            "dense",
+        ]
+    )
     widened, _ = _starting_model(args)
     old_lora = {n: p for n, p in old_model.engine.network.named_parameters() if "lora_" in n}
     new_lora = dict(widened.engine.network.named_parameters())
@@ -264,13 +333,44 @@ def test_cli_widens_lora_from_a_checkpoint_keeping_its_adapter(encoder_dir, tmp_
 
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(24, 0)))
-    code = main(["train", "--out", str(tmp_path / "run"), "--stage", "adapter", "--init", str(old), "--steps", "2",
-                 "--batch-size", "4", "--records", str(records), "--valid-records", str(records), "--threads", "1",
-                 "--no-progress", "--lora-layers", "all", "--lora-targets", "query", "key", "value", "dense"])
+    code = main(
+        [
+            "train",
+            "--out",
+            str(tmp_path / "run"),
+            "--stage",
+            "adapter",
+            "--init",
+            str(old),
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--records",
+            str(records),
+            "--valid-records",
+            str(records),
+            "--threads",
+            "1",
+            "--no-progress",
+            "--lora-layers",
+            "all",
+            "--lora-targets",
+            "query",
+            "key",
+            "value",
+            "dense",
+        ]
+    )
     assert code == 0
     wide = ClefDecisionModel.from_pretrained(tmp_path / "run" / "final")
     depth = wide.engine.backbone.model.config.num_hidden_layers
-    assert wide.config.lora.layers == list(range(depth)) and wide.config.lora.target_modules == ["query", "key", "value", "dense"]
+    assert wide.config.lora.layers == list(range(depth)) and wide.config.lora.target_modules == [
+        "query",
+        "key",
+        "value",
+        "dense",
+    ]
     names = {n for n, _ in wide.engine.network.named_parameters() if "lora_A" in n}
     assert any(".0." in n and "key" in n for n in names) and any("dense" in n for n in names)
     card = wide.config.data_card
@@ -304,9 +404,29 @@ def test_cli_stage_starts_from_a_checkpoint_without_the_match_path(encoder_dir, 
     records = tmp_path / "records.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in tiny_records(24, 0)))
 
-    code = main(["train", "--out", str(tmp_path / "run"), "--stage", "match", "--init", str(old), "--steps", "4",
-                 "--batch-size", "4", "--records", str(records), "--threads", "1", "--no-progress", "--no-calibrate",
-                 "--state-cache", str(tmp_path / "states.pt")])
+    code = main(
+        [
+            "train",
+            "--out",
+            str(tmp_path / "run"),
+            "--stage",
+            "match",
+            "--init",
+            str(old),
+            "--steps",
+            "4",
+            "--batch-size",
+            "4",
+            "--records",
+            str(records),
+            "--threads",
+            "1",
+            "--no-progress",
+            "--no-calibrate",
+            "--state-cache",
+            str(tmp_path / "states.pt"),
+        ]
+    )
     assert code == 0
     trained = ClefDecisionModel.from_pretrained(tmp_path / "run" / "final")
     assert trained.config.head.match is True

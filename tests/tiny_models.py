@@ -25,7 +25,12 @@ def build_tokenizer(with_cls_sep: bool):
             single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
         )
     return PreTrainedTokenizerFast(
-        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", model_max_length=64
+        tokenizer_object=core,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        model_max_length=64,
     )
 
 
@@ -38,12 +43,26 @@ def tiny_backbone(kind: str, folder):
     tokenizer = build_tokenizer(with_cls_sep=(kind == "encoder"))
     vocab = len(tokenizer)
     if kind == "encoder":
-        config = BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=64, max_position_embeddings=64)
+        config = BertConfig(
+            vocab_size=vocab,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
     else:
-        config = Qwen3Config(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                             num_key_value_heads=1, head_dim=16, intermediate_size=64, max_position_embeddings=64,
-                             pad_token_id=0)
+        config = Qwen3Config(
+            vocab_size=vocab,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            head_dim=16,
+            intermediate_size=64,
+            max_position_embeddings=64,
+            pad_token_id=0,
+        )
     model = AutoModel.from_config(config)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -59,8 +78,10 @@ def make_model(folder, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UntrainedModelWarning)
         model = ClefDecisionModel.from_backbone(
-            str(folder), lora=LoraSettings(r=4, alpha=8, dropout=0.0, layers=[1]),
-            head=HeadSettings(dim=32, heads=2, ffn=64, dropout=0.0), **kwargs
+            str(folder),
+            lora=LoraSettings(r=4, alpha=8, dropout=0.0, layers=[1]),
+            head=HeadSettings(dim=32, heads=2, ffn=64, dropout=0.0),
+            **kwargs,
         )
     torch.manual_seed(1)
     with torch.no_grad():
@@ -81,16 +102,54 @@ def tiny_causal_lm(folder):
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
     torch.manual_seed(0)
-    words = ["[PAD]", "[UNK]", *WORDS, "Yes", "No", "Question", "about", "text", "above", "Answer", "or", "Options",
-             "Levels", "lowest", "first", "with", "letter", "of", "best", "option", "level", "that", "fits", "?", ":", ".",
-             ",", *string.ascii_uppercase]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        *WORDS,
+        "Yes",
+        "No",
+        "Question",
+        "about",
+        "text",
+        "above",
+        "Answer",
+        "or",
+        "Options",
+        "Levels",
+        "lowest",
+        "first",
+        "with",
+        "letter",
+        "of",
+        "best",
+        "option",
+        "level",
+        "that",
+        "fits",
+        "?",
+        ":",
+        ".",
+        ",",
+        *string.ascii_uppercase,
+    ]
     vocab = {token: i for i, token in enumerate(dict.fromkeys(words))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace()])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", model_max_length=512)
-    config = Qwen3Config(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         num_key_value_heads=1, head_dim=16, intermediate_size=64, max_position_embeddings=512,
-                         pad_token_id=0, tie_word_embeddings=False)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, pad_token="[PAD]", unk_token="[UNK]", model_max_length=512
+    )
+    config = Qwen3Config(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -66,10 +66,18 @@ def main() -> int:
         vectors = np.concatenate([embedder.embed(texts[i : i + 256]) for i in range(0, len(texts), 256)])
         embed_s = time.perf_counter() - start
         probs = model_probabilities(model, task, texts, options)
-        np.savez_compressed(target, texts=np.array(texts, dtype=object).astype(str), gold=np.array(gold),
-                            embeddings=vectors, model_probs=probs, options=np.array(options))
-        print(f"{name}: {len(texts)} items, embed {embed_s:.0f} s, mini {time.perf_counter() - start - embed_s:.0f} s",
-              flush=True)
+        np.savez_compressed(
+            target,
+            texts=np.array(texts, dtype=object).astype(str),
+            gold=np.array(gold),
+            embeddings=vectors,
+            model_probs=probs,
+            options=np.array(options),
+        )
+        print(
+            f"{name}: {len(texts)} items, embed {embed_s:.0f} s, mini {time.perf_counter() - start - embed_s:.0f} s",
+            flush=True,
+        )
     return 0
 
 

@@ -46,8 +46,9 @@ def main() -> int:
     node = DecisionNode(model, {"intent": question}, name="assistant", input="request", autopilot=pilot)
     for row in rows[:1000]:  # 1,000 labelled items, without retraining as they come
         response = model.invoke({"state": row["text"], "questions": {"intent": question}})
-        decision = pilot.decide("assistant", "intent", question, row["text"],
-                                wire.answer_probabilities(response.answers["intent"]))
+        decision = pilot.decide(
+            "assistant", "intent", question, row["text"], wire.answer_probabilities(response.answers["intent"])
+        )
         pilot.record_label(decision.item_key, intents.index(row["label"]), "gold")
     key = decision.question_key
     requests = [r["text"] for r in rows[1000:]]
@@ -68,9 +69,16 @@ def main() -> int:
                     during.append(time.perf_counter() - t)
             worker.join()
         result[mode] = {
-            "requests_normal": len(normal), "requests_during_retrain": len(during),
-            "p50_ms": {"normal": 1000 * float(np.percentile(normal, 50)), "during": 1000 * float(np.percentile(during, 50))},
-            "p99_ms": {"normal": 1000 * float(np.percentile(normal, 99)), "during": 1000 * float(np.percentile(during, 99))},
+            "requests_normal": len(normal),
+            "requests_during_retrain": len(during),
+            "p50_ms": {
+                "normal": 1000 * float(np.percentile(normal, 50)),
+                "during": 1000 * float(np.percentile(during, 50)),
+            },
+            "p99_ms": {
+                "normal": 1000 * float(np.percentile(normal, 99)),
+                "during": 1000 * float(np.percentile(during, 99)),
+            },
             "retrain_seconds_1000_labels": retrains,
         }
         r = result[mode]
@@ -78,18 +86,24 @@ def main() -> int:
         r["p99_ratio"] = r["p99_ms"]["during"] / r["p99_ms"]["normal"]
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "latency.json").write_text(json.dumps(result, indent=1) + "\n")
-    lines = ["# Gate latency with the autopilot, and a retrain on 1,000 labels", "",
-             f"Command: `{result['command']}` (2 CPU cores, torch on one thread; a DecisionNode on mini with an autopilot, "
-             "snips requests; blocks of 20 requests with and without a retrain running alternate). The retrain's wall "
-             "time includes, in a child process, starting Python and loading MiniLM.", "",
-             "| retrain runs in | p50 ms normal | p50 ms while retraining | ratio | p99 ms normal | p99 ms while retraining "
-             "| ratio | requests while retraining | retrain on 1,000 labels, s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "# Gate latency with the autopilot, and a retrain on 1,000 labels",
+        "",
+        f"Command: `{result['command']}` (2 CPU cores, torch on one thread; a DecisionNode on mini with an autopilot, "
+        "snips requests; blocks of 20 requests with and without a retrain running alternate). The retrain's wall "
+        "time includes, in a child process, starting Python and loading MiniLM.",
+        "",
+        "| retrain runs in | p50 ms normal | p50 ms while retraining | ratio | p99 ms normal | p99 ms while retraining "
+        "| ratio | requests while retraining | retrain on 1,000 labels, s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for mode in ("thread", "process"):
         r = result[mode]
-        lines.append(f"| a {mode} | {r['p50_ms']['normal']:.1f} | {r['p50_ms']['during']:.1f} | {r['p50_ratio']:.2f} | "
-                     f"{r['p99_ms']['normal']:.1f} | {r['p99_ms']['during']:.1f} | {r['p99_ratio']:.2f} | "
-                     f"{r['requests_during_retrain']} | {', '.join(f'{x:.1f}' for x in r['retrain_seconds_1000_labels'])} |")
+        lines.append(
+            f"| a {mode} | {r['p50_ms']['normal']:.1f} | {r['p50_ms']['during']:.1f} | {r['p50_ratio']:.2f} | "
+            f"{r['p99_ms']['normal']:.1f} | {r['p99_ms']['during']:.1f} | {r['p99_ratio']:.2f} | "
+            f"{r['requests_during_retrain']} | {', '.join(f'{x:.1f}' for x in r['retrain_seconds_1000_labels'])} |"
+        )
     (OUT / "latency.md").write_text("\n".join(lines) + "\n")
     print((OUT / "latency.md").read_text())
     return 0
@@ -107,7 +121,8 @@ def _start_retrain(mode: str, pilot, key: str, seconds: list[float]) -> threadin
             pilot.retrain(key)
         else:
             child = multiprocessing.get_context("spawn").Process(
-                target=retrain_in_process, args=(pilot.store.path, key, asdict(pilot.config)))
+                target=retrain_in_process, args=(pilot.store.path, key, asdict(pilot.config))
+            )
             child.start()
             child.join()
         seconds.append(time.perf_counter() - t)

@@ -46,17 +46,20 @@ class LocalChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "local-transformers"
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         import torch
 
         chat = [{"role": ROLES.get(type(m), "user"), "content": str(m.content)} for m in messages]
-        ids = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)
+        ids = self.tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         with torch.inference_mode():
-            out = self.lm.generate(**ids, max_new_tokens=self.max_new_tokens, do_sample=False,
-                                   pad_token_id=self.tokenizer.eos_token_id)
-        text = self.tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+            out = self.lm.generate(
+                **ids, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=self.tokenizer.eos_token_id
+            )
+        text = self.tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
 
 
@@ -69,8 +72,9 @@ def build_graph(model: Any, pilot: Any, chat_model: BaseChatModel, question: Any
     class State(DecisionState, total=False):
         request: str
 
-    gate = DecisionGate(model, {"intent": question}, name="assistant", input="request", chat_model=chat_model,
-                        autopilot=pilot)
+    gate = DecisionGate(
+        model, {"intent": question}, name="assistant", input="request", chat_model=chat_model, autopilot=pilot
+    )
     builder = StateGraph(State)
     gate.attach(builder, after=START, then="__end__")
     return builder.compile(checkpointer=InMemorySaver())
@@ -101,15 +105,25 @@ def run(items: int, seed: int, data: Path) -> dict[str, Any]:
         t0 = time.perf_counter()
         out = graph.invoke({"request": texts[i]}, {"configurable": {"thread_id": f"item-{k}"}})
         final = out.get("decisions", {}).get("assistant", {}).get("final", {}).get("intent")
-        rows.append({"item": int(i), "gold": options[gold[i]], "pending_human": "__interrupt__" in out,
-                     "source": None if final is None else final["source"],
-                     "answer": None if final is None else final["label"], "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "item": int(i),
+                "gold": options[gold[i]],
+                "pending_human": "__interrupt__" in out,
+                "source": None if final is None else final["source"],
+                "answer": None if final is None else final["label"],
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         if k % 25 == 0:
             done = [r for r in rows if r["source"] == "llm"]
             right = sum(r["answer"] == r["gold"] for r in done)
-            print(f"[{k}/{items} {time.perf_counter() - started:.0f}s] llm answers {len(done)} (right {right}), "
-                  f"pending human {sum(r['pending_human'] for r in rows)}, "
-                  f"auto {sum(r['source'] == 'auto' for r in rows)}", flush=True)
+            print(
+                f"[{k}/{items} {time.perf_counter() - started:.0f}s] llm answers {len(done)} (right {right}), "
+                f"pending human {sum(r['pending_human'] for r in rows)}, "
+                f"auto {sum(r['source'] == 'auto' for r in rows)}",
+                flush=True,
+            )
     pilot.wait_idle()
     (status,) = pilot.status()
     pilot.close()
@@ -122,19 +136,24 @@ def render(result: dict[str, Any], command: str) -> str:
     auto = [r for r in rows if r["source"] == "auto"]
     llm_seconds = sorted(r["seconds"] for r in llm)
     lines = [
-        "# The autopilot with a real local LLM teacher (snips slice)", "",
+        "# The autopilot with a real local LLM teacher (snips slice)",
+        "",
         f"Command: `{command}` ({result['wall_seconds'] / 60:.0f} min on 2 shared CPU cores). Teacher: "
         "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M dequantised, greedy) as a LangChain chat model in the LLM lane, "
-        "JSON replies.", "",
+        "JSON replies.",
+        "",
         "| items | LLM answers (labels) | LLM right vs gold | teacher failures (to the human lane) | automatic "
-        "| automatic right vs gold | median s per LLM item |", "|---:|---:|---:|---:|---:|---:|---:|",
+        "| automatic right vs gold | median s per LLM item |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
         f"| {len(rows)} | {len(llm)} | {sum(r['answer'] == r['gold'] for r in llm)} "
         f"({100 * sum(r['answer'] == r['gold'] for r in llm) / max(len(llm), 1):.1f} %) | "
         f"{sum(r['pending_human'] for r in rows)} | {len(auto)} | {sum(r['answer'] == r['gold'] for r in auto)} | "
-        f"{llm_seconds[len(llm_seconds) // 2] if llm_seconds else float('nan'):.1f} |", "",
+        f"{llm_seconds[len(llm_seconds) // 2] if llm_seconds else float('nan'):.1f} |",
+        "",
         f"Autopilot status at the end: state {status['state']}, labels by source {status['labels']}, "
         f"{status['versions']} versions, threshold {status['threshold']}; failed teacher answers recorded in the "
-        f"store (never labels): {status['failed_teacher_answers']}.", "",
+        f"store (never labels): {status['failed_teacher_answers']}.",
+        "",
     ]
     return "\n".join(lines)
 

@@ -46,8 +46,12 @@ def load(task: str) -> Any:
     from clef_agents.autopilot.replay import Stream
 
     data = np.load(CACHE / f"{task}.npz")
-    return Stream([str(t) for t in data["texts"]], data["model_probs"].astype(np.float64), data["gold"].astype(np.int64),
-                  data["embeddings"])
+    return Stream(
+        [str(t) for t in data["texts"]],
+        data["model_probs"].astype(np.float64),
+        data["gold"].astype(np.int64),
+        data["embeddings"],
+    )
 
 
 def order_of(task: str, n: int, seed: int) -> np.ndarray:
@@ -123,16 +127,24 @@ def run_job(job: tuple[str, int, str, str]) -> dict[str, Any]:
         decided = stream.model_probs.argmax(axis=1)
         auto = (stream.model_probs.max(axis=1) >= 0.9) if method == "gate_no_learning" else np.zeros(n, dtype=bool)
         answers = np.where(auto, decided, said)
-        result = ReplayResult(np.where(auto, "auto", "teacher"), answers, ~auto, said, stream.gold,
-                              stream.model_probs.max(axis=1), decided, time.perf_counter() - started)
+        result = ReplayResult(
+            np.where(auto, "auto", "teacher"),
+            answers,
+            ~auto,
+            said,
+            stream.gold,
+            stream.model_probs.max(axis=1),
+            decided,
+            time.perf_counter() - started,
+        )
     else:
         pilot = Autopilot(":memory:", background=False, seed=seed, **config_of(method))
         result = replay(pilot, question, stream, lambda i: int(said[i]))
         key = pilot.store.questions()[0]["question_key"]
         tail = slice(len(stream) - 1000, len(stream))
-        extra["hindsight_share_last"] = hindsight_share(result.probabilities[tail],
-                                                        result.predictions[tail] == said[tail], TARGET,
-                                                        pilot.config.audit)
+        extra["hindsight_share_last"] = hindsight_share(
+            result.probabilities[tail], result.predictions[tail] == said[tail], TARGET, pilot.config.audit
+        )
         events = pilot.store.events(key)
         extra["withdrawn_at"] = [e["detail"]["seq"] for e in events if e["kind"] == "withdrawn"]
         extra["certified_at"] = [e["detail"]["labels"] for e in events if e["kind"] == "certified"]
@@ -140,15 +152,28 @@ def run_job(job: tuple[str, int, str, str]) -> dict[str, Any]:
         extra["certified_at_item"] = [int(v.report["last_seq"]) for v in pilot.store.versions(key) if v.certified]
     summary = result.summary(target=TARGET)
     summary.update(extra)
-    return {"task": task_name, "seed": seed, "teacher": teacher_kind, "method": method, "summary": summary,
-            "curves": curves(result)}
+    return {
+        "task": task_name,
+        "seed": seed,
+        "teacher": teacher_kind,
+        "method": method,
+        "summary": summary,
+        "curves": curves(result),
+    }
 
 
-def jobs_for(tasks: list[str], seeds: list[int], noisy_seeds: list[int],
-             methods: tuple[str, ...] = METHODS) -> list[tuple[str, int, str, str]]:
+def jobs_for(
+    tasks: list[str], seeds: list[int], noisy_seeds: list[int], methods: tuple[str, ...] = METHODS
+) -> list[tuple[str, int, str, str]]:
     jobs = [(t, s, "perfect", m) for t in tasks for s in seeds for m in methods]
-    jobs += [(t, s, "noisy", m) for t in tasks if t in MAIN_TASKS for s in noisy_seeds
-             for m in ("always_teacher", "online_cascade", "autopilot") if m in methods]
+    jobs += [
+        (t, s, "noisy", m)
+        for t in tasks
+        if t in MAIN_TASKS
+        for s in noisy_seeds
+        for m in ("always_teacher", "online_cascade", "autopilot")
+        if m in methods
+    ]
     # longest first, so two workers finish together
     cost = {"autopilot": 3, "teach_once": 2, "online_cascade": 1}
     return sorted(jobs, key=lambda j: -cost.get(j[3], 0))
@@ -161,11 +186,19 @@ def main() -> int:
     parser.add_argument("--noisy-seeds", nargs="*", type=int, default=[0, 1])
     parser.add_argument("--methods", nargs="*", default=list(METHODS), choices=METHODS)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--report-only", action="store_true",
-                        help="render the report from the runs already done, running none (missing runs are left out)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="render the report from the runs already done, running none (missing runs are left out)",
+    )
     parser.add_argument("--out", default=str(OUT))
-    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE",
-                        help="AutopilotConfig settings for every learning method, e.g. screen_share=0 (values as JSON)")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="AutopilotConfig settings for every learning method, e.g. screen_share=0 (values as JSON)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ[SETTINGS_ENV] = json.dumps({k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)})
@@ -186,9 +219,12 @@ def main() -> int:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             s = row["summary"]
-            print(f"[{k}/{len(todo)} {time.perf_counter() - started:.0f}s] {row['task']} seed {row['seed']} "
-                  f"{row['teacher']} {row['method']}: teacher {s['teacher_share']:.3f} (last {s['teacher_share_last']:.3f})"
-                  f" acc {s['accuracy']:.3f} auto agree {s['automatic_agreement']}", flush=True)
+            print(
+                f"[{k}/{len(todo)} {time.perf_counter() - started:.0f}s] {row['task']} seed {row['seed']} "
+                f"{row['teacher']} {row['method']}: teacher {s['teacher_share']:.3f} (last {s['teacher_share_last']:.3f})"
+                f" acc {s['accuracy']:.3f} auto agree {s['automatic_agreement']}",
+                flush=True,
+            )
     wanted, rows = set(jobs), {}
     for line in partial.read_text().splitlines():  # the first row of each run (several invocations may share the file)
         row = json.loads(line)

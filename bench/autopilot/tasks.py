@@ -52,24 +52,58 @@ TASKS: dict[str, Task] = {
     task.name: task
     for task in (
         Task("ag_news", "choice", "What is this news story about?", ("World", "Sports", "Business", "Sci/Tech")),
-        Task("trec", "choice", "What kind of answer does this question ask for?",
-             ("abbreviation", "description", "entity", "human", "location", "numeric")),
-        Task("snips", "choice", "What does the user want to do?",
-             ("AddToPlaylist", "BookRestaurant", "GetWeather", "PlayMusic", "RateBook", "SearchCreativeWork",
-              "SearchScreeningEvent")),
-        Task("tweeteval_emotion", "choice", "Which emotion does this tweet express?",
-             ("anger", "joy", "optimism", "sadness")),
+        Task(
+            "trec",
+            "choice",
+            "What kind of answer does this question ask for?",
+            ("abbreviation", "description", "entity", "human", "location", "numeric"),
+        ),
+        Task(
+            "snips",
+            "choice",
+            "What does the user want to do?",
+            (
+                "AddToPlaylist",
+                "BookRestaurant",
+                "GetWeather",
+                "PlayMusic",
+                "RateBook",
+                "SearchCreativeWork",
+                "SearchScreeningEvent",
+            ),
+        ),
+        Task(
+            "tweeteval_emotion",
+            "choice",
+            "Which emotion does this tweet express?",
+            ("anger", "joy", "optimism", "sadness"),
+        ),
         Task("tweeteval_offensive", "noul", "Is this tweet offensive?", ("offensive",)),
         Task("clickbait", "noul", "Is this headline clickbait?", ("clickbait",)),
-        Task("financial_phrasebank", "score", "How positive is this financial news for the company?",
-             ("negative", "neutral", "positive")),
+        Task(
+            "financial_phrasebank",
+            "score",
+            "How positive is this financial news for the company?",
+            ("negative", "neutral", "positive"),
+        ),
         Task("banking77", "choice", "What does the customer need help with?", ()),  # options: labels.txt
-        Task("sentiment_drift", "score", "How positive is this text?", ("negative", "neutral", "positive"),
-             sources=("tweeteval_sentiment", "sst5"),
-             label_map={"0": "negative", "1": "negative", "2": "neutral", "3": "positive", "4": "positive"},
-             drift_at=2500),
-        Task("spam_drift", "noul", "Is this message spam?", ("spam",), sources=("sms_spam", "youtube_spam"),
-             drift_at=2500),
+        Task(
+            "sentiment_drift",
+            "score",
+            "How positive is this text?",
+            ("negative", "neutral", "positive"),
+            sources=("tweeteval_sentiment", "sst5"),
+            label_map={"0": "negative", "1": "negative", "2": "neutral", "3": "positive", "4": "positive"},
+            drift_at=2500,
+        ),
+        Task(
+            "spam_drift",
+            "noul",
+            "Is this message spam?",
+            ("spam",),
+            sources=("sms_spam", "youtube_spam"),
+            drift_at=2500,
+        ),
     )
 }
 """The frozen tasks: wordings are not to be edited after the first measured run."""

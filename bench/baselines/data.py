@@ -59,7 +59,11 @@ def option_texts(question: wire.TextQuestion) -> list[str]:
     instructions = wire.content_text(question.instructions)
     criteria = question.criteria
     yes = wire.content_text(criteria.true) if criteria is not None and criteria.true is not None else instructions
-    no = wire.content_text(criteria.false) if criteria is not None and criteria.false is not None else f"No. Not the case: {instructions}"
+    no = (
+        wire.content_text(criteria.false)
+        if criteria is not None and criteria.false is not None
+        else f"No. Not the case: {instructions}"
+    )
     return [yes, no]
 
 

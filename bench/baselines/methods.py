@@ -19,10 +19,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from bench.baselines.data import option_texts
 from clef_agents import wire
 from clef_agents.train.datasets import load_records
-
-from bench.baselines.data import option_texts
 
 SIMILARITY_SCALE = 20.0
 """Cosine → logit scale for the zero-shot similarity baselines (temperature 0.05, the scale

@@ -46,7 +46,11 @@ class MiniLM:
         chunks = []
         for start in range(0, len(texts), batch_size):
             enc = self.tokenizer(
-                texts[start : start + batch_size], padding=True, truncation=True, max_length=max_tokens, return_tensors="pt"
+                texts[start : start + batch_size],
+                padding=True,
+                truncation=True,
+                max_length=max_tokens,
+                return_tensors="pt",
             )
             hidden = self.model(**enc).last_hidden_state
             chunks.append(normalize(mean_pool(hidden, enc["attention_mask"]), dim=-1))
@@ -57,8 +61,13 @@ class MiniLM:
         """One pass per (state, option) pair, batched: cosine between the contextualised state
         tokens and option tokens of each pair (cross-encoder style, no trained head)."""
         enc = self.tokenizer(
-            [state] * len(options), options, padding=True, truncation="only_first", max_length=max_tokens,
-            return_tensors="pt", return_token_type_ids=True,
+            [state] * len(options),
+            options,
+            padding=True,
+            truncation="only_first",
+            max_length=max_tokens,
+            return_tensors="pt",
+            return_token_type_ids=True,
         )
         hidden = self.model(**enc).last_hidden_state
         mask = enc["attention_mask"]

@@ -24,7 +24,9 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 300, 
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             detail = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-            raise RuntimeError(" ".join(part for part in (f"the server exited with {proc.returncode}", hint, detail) if part))
+            raise RuntimeError(
+                " ".join(part for part in (f"the server exited with {proc.returncode}", hint, detail) if part)
+            )
         try:
             if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
                 return
@@ -32,4 +34,6 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 300, 
             pass
         time.sleep(0.25)
     proc.terminate()
-    raise RuntimeError(" ".join(part for part in (f"the server at {url} was not ready within {timeout_s:g} s", hint) if part))
+    raise RuntimeError(
+        " ".join(part for part in (f"the server at {url} was not ready within {timeout_s:g} s", hint) if part)
+    )

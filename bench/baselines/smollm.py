@@ -27,9 +27,8 @@ from typing import Any
 
 import torch
 
-from clef_agents import wire
-
 from bench.baselines.methods import CACHE_DIR, Method
+from clef_agents import wire
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SAFETENSORS_CACHE = CACHE_DIR / "smollm2-135m-instruct"
@@ -129,7 +128,9 @@ class SmolLMJsonMethod(Method):
         out = self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
         return out.logits[0, -1].float(), out.past_key_values
 
-    def _generate_value(self, question: wire.TextQuestion, logits: torch.Tensor, cache: Any) -> tuple[str, list[tuple[torch.Tensor, int]], torch.Tensor, Any]:
+    def _generate_value(
+        self, question: wire.TextQuestion, logits: torch.Tensor, cache: Any
+    ) -> tuple[str, list[tuple[torch.Tensor, int]], torch.Tensor, Any]:
         """Greedy tokens until a closing quote; returns the value and (log-probs, token) per step."""
         limit = max(len(self._ids(name)) for name in wire.option_names(question)) + 4
         value, steps = "", []
@@ -145,7 +146,9 @@ class SmolLMJsonMethod(Method):
             value += piece
         return value, steps, logits, cache
 
-    def _answer_probabilities(self, question: wire.TextQuestion, value: str, steps: list[tuple[torch.Tensor, int]]) -> list[float] | None:
+    def _answer_probabilities(
+        self, question: wire.TextQuestion, value: str, steps: list[tuple[torch.Tensor, int]]
+    ) -> list[float] | None:
         try:
             chosen = wire.label_index(question, _as_label(question, value.strip()))
         except ValueError:

@@ -20,12 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench.baselines.data import BenchItem
+from bench.baselines.methods import Method
+from bench.baselines.metrics import calibration_point, is_correct, latency_summary
 from clef_agents import wire
 from clef_agents.train.metrics import expected_calibration_error
-
-from bench.baselines.data import BenchItem
-from bench.baselines.metrics import calibration_point, is_correct, latency_summary
-from bench.baselines.methods import Method
 
 WARMUP_CALLS = 2
 
@@ -67,12 +66,17 @@ def compare(
                 m.key: {
                     "all": _summarise(rows[m.key]),
                     "shared": _summarise([r for r in rows[m.key] if r["index"] in shared]),
-                    "throughput_rps": _throughput(m, [items[i] for i in sorted({r["index"] for r in rows[m.key]})], rows[m.key]),
+                    "throughput_rps": _throughput(
+                        m, [items[i] for i in sorted({r["index"] for r in rows[m.key]})], rows[m.key]
+                    ),
                 }
                 for m in methods
             },
         }
-        log(f"{dataset}: " + ", ".join(f"{k} acc {v['shared']['accuracy']:.2f}" for k, v in per_dataset[dataset]["methods"].items()))
+        log(
+            f"{dataset}: "
+            + ", ".join(f"{k} acc {v['shared']['accuracy']:.2f}" for k, v in per_dataset[dataset]["methods"].items())
+        )
     return {"per_dataset": per_dataset, "methods": {m.key: m.info() for m in methods}}
 
 

@@ -31,9 +31,10 @@ def _f(value: Any, digits: int = 2) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"] + [
-        "| " + " | ".join(r) + " |" for r in rows
-    ]
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|",
+    ] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def metric_table(result: dict[str, Any], part: str, metric: Any, digits: int, keys: list[str]) -> list[str]:
@@ -98,12 +99,19 @@ def compare_section(result: dict[str, Any]) -> list[str]:
     lines += ["", *targets_section(result, keys, clef), "", *scaling_section(result), ""]
     if "smollm_json" in result["methods"]:
         info = result["methods"]["smollm_json"]
-        lines += [f"(a) produced an unparsable or illegal answer for {info['invalid_answers']} of {info['answers']} questions "
-                  "(counted wrong, uniform probabilities).", ""]
+        lines += [
+            f"(a) produced an unparsable or illegal answer for {info['invalid_answers']} of {info['answers']} questions "
+            "(counted wrong, uniform probabilities).",
+            "",
+        ]
     if "logreg" in result["methods"]:
         info = result["methods"]["logreg"]
-        lines += [f"(e) logistic regression (C = {info['C']}) trained on the train split: "
-                  + ", ".join(f"{d} {n}" for d, n in info["train_sizes"].items()) + " records.", ""]
+        lines += [
+            f"(e) logistic regression (C = {info['C']}) trained on the train split: "
+            + ", ".join(f"{d} {n}" for d, n in info["train_sizes"].items())
+            + " records.",
+            "",
+        ]
     return lines
 
 
@@ -116,17 +124,35 @@ def targets_section(result: dict[str, Any], keys: list[str], clef: str) -> list[
             speed = m["smollm_json"]["shared"]["latency"]["p50_ms"] / m[clef]["shared"]["latency"]["p50_ms"]
             acc_gap = m[clef]["shared"]["accuracy"] - m["smollm_json"]["shared"]["accuracy"]
             ok = speed >= SPEED_TARGET and acc_gap >= 0
-            rows.append([f"≥ {SPEED_TARGET:.0f}× faster than (a) at ≥ its accuracy — {d}", f"{speed:.1f}×, accuracy {acc_gap:+.3f}", "yes" if ok else "no"])
+            rows.append(
+                [
+                    f"≥ {SPEED_TARGET:.0f}× faster than (a) at ≥ its accuracy — {d}",
+                    f"{speed:.1f}×, accuracy {acc_gap:+.3f}",
+                    "yes" if ok else "no",
+                ]
+            )
         rivals = [k for k in ("sparrow", "embed_route", "logreg") if k in m]
         if rivals:
             best = max(rivals, key=lambda k: m[k]["all"]["accuracy"])
             gap = m[clef]["all"]["accuracy"] - m[best]["all"]["accuracy"]
-            rows.append([f"more accurate than (c), (d), (e) — {d}", f"{gap:+.3f} vs best rival {best}", "yes" if gap > 0 else "no"])
+            rows.append(
+                [
+                    f"more accurate than (c), (d), (e) — {d}",
+                    f"{gap:+.3f} vs best rival {best}",
+                    "yes" if gap > 0 else "no",
+                ]
+            )
     options = result.get("scaling", {}).get("options", {}).get(clef, [])
     measured = [p for p in options if not p["skipped"]]
     if len(measured) >= 2:
         growth = measured[-1]["median_ms"] / measured[0]["median_ms"]
-        rows.append([f"time flat in #options ({measured[0]['x']} → {measured[-1]['x']})", f"{growth:.2f}×", "yes" if growth <= FLAT_OPTIONS_MAX else "no"])
+        rows.append(
+            [
+                f"time flat in #options ({measured[0]['x']} → {measured[-1]['x']})",
+                f"{growth:.2f}×",
+                "yes" if growth <= FLAT_OPTIONS_MAX else "no",
+            ]
+        )
     return lines + _table(["target", "measured", "met"], rows)
 
 
@@ -137,10 +163,16 @@ def scaling_section(result: dict[str, Any]) -> list[str]:
     titles = {k: v["title"] for k, v in result["methods"].items()}
     reps = result.get("run", {}).get("scaling_reps")
     of_reps = f" of {reps} interleaved reps (the slow methods: one)" if reps else ""
-    lines = ["### How cost grows", "", "![cost growth](../bench/compare/results/scaling.png)", "",
-             f"Median ms per request{of_reps} (— = skipped after a point above the time cap). The decision model cuts a state "
-             "longer than its window by its truncation policy (reported as `x_truncation`), so its cost stops growing "
-             "there; the bare forward reads up to 512 tokens.", ""]
+    lines = [
+        "### How cost grows",
+        "",
+        "![cost growth](../bench/compare/results/scaling.png)",
+        "",
+        f"Median ms per request{of_reps} (— = skipped after a point above the time cap). The decision model cuts a state "
+        "longer than its window by its truncation policy (reported as `x_truncation`), so its cost stops growing "
+        "there; the bare forward reads up to 512 tokens.",
+        "",
+    ]
     for sweep, by_method in scaling.items():
         xs = [p["x"] for p in next(iter(by_method.values()))]
         rows = [[titles.get(k, k), *[_f(p["median_ms"], 1) for p in points]] for k, points in by_method.items()]
@@ -149,28 +181,58 @@ def scaling_section(result: dict[str, Any]) -> list[str]:
 
 
 def latency_section(result: dict[str, Any]) -> list[str]:
-    lines = ["## Decision-model latency against the bare backbone (issue 2)", "",
-             f"Command: `{result['command']}`; model: {result['model']}; {result['machine']}; "
-             f"{result['reps']} interleaved reps per case.", ""]
-    rows = [[name, str(c["n_questions"]), str(c["n_options"]), _f(c["model"]["p50_ms"], 1), _f(c["model"]["p95_ms"], 1),
-             _f(c["bare_backbone"]["p50_ms"], 1), _f(c["p50_over_bare"], 2)] for name, c in result["cases"].items()]
+    lines = [
+        "## Decision-model latency against the bare backbone (issue 2)",
+        "",
+        f"Command: `{result['command']}`; model: {result['model']}; {result['machine']}; "
+        f"{result['reps']} interleaved reps per case.",
+        "",
+    ]
+    rows = [
+        [
+            name,
+            str(c["n_questions"]),
+            str(c["n_options"]),
+            _f(c["model"]["p50_ms"], 1),
+            _f(c["model"]["p95_ms"], 1),
+            _f(c["bare_backbone"]["p50_ms"], 1),
+            _f(c["p50_over_bare"], 2),
+        ]
+        for name, c in result["cases"].items()
+    ]
     lines += _table(["case", "questions", "options", "p50 ms", "p95 ms", "bare p50 ms", "p50 ÷ bare"], rows)
     t, k = result["throughput"], result["targets"]
-    lines += ["", f"Batch {t['batch_size']}: {_f(t['batched_requests_per_s'], 1)} req/s vs {_f(t['single_requests_per_s'], 1)} "
-              f"one by one ({_f(t['speedup'], 2)}×).", "",
-              *_table(["target", "measured", "met"], [
-                  ["(d) ≤ 1.5× (a)", f"{_f(k['d_over_a_p50'])}×", "yes" if k["d_over_a_ok"] else "no"],
-                  ["every case ≤ 1.5× bare backbone", f"worst {_f(k['worst_case_over_bare_p50'])}×", "yes" if k["every_case_over_bare_ok"] else "no"],
-                  ["batch 32 ≥ 3× single", f"{_f(k['batch32_speedup'])}×", "yes" if k["batch32_ok"] else "no"],
-              ]), ""]
+    lines += [
+        "",
+        f"Batch {t['batch_size']}: {_f(t['batched_requests_per_s'], 1)} req/s vs {_f(t['single_requests_per_s'], 1)} "
+        f"one by one ({_f(t['speedup'], 2)}×).",
+        "",
+        *_table(
+            ["target", "measured", "met"],
+            [
+                ["(d) ≤ 1.5× (a)", f"{_f(k['d_over_a_p50'])}×", "yes" if k["d_over_a_ok"] else "no"],
+                [
+                    "every case ≤ 1.5× bare backbone",
+                    f"worst {_f(k['worst_case_over_bare_p50'])}×",
+                    "yes" if k["every_case_over_bare_ok"] else "no",
+                ],
+                ["batch 32 ≥ 3× single", f"{_f(k['batch32_speedup'])}×", "yes" if k["batch32_ok"] else "no"],
+            ],
+        ),
+        "",
+    ]
     return lines
 
 
 def render(compare_result: dict[str, Any] | None, latency_result: dict[str, Any] | None) -> str:
-    lines = ["# Performance", "",
-             "Generated by `.venv/bin/python bench/compare/report.py` from `bench/compare/results/results.json`, "
-             "`bench/latency/results.json`; do not edit by hand. CPU timings drift between runs on shared machines, "
-             "so compare ratios measured in the same run.", ""]
+    lines = [
+        "# Performance",
+        "",
+        "Generated by `.venv/bin/python bench/compare/report.py` from `bench/compare/results/results.json`, "
+        "`bench/latency/results.json`; do not edit by hand. CPU timings drift between runs on shared machines, "
+        "so compare ratios measured in the same run.",
+        "",
+    ]
     if latency_result:
         lines += latency_section(latency_result)
     if compare_result:

@@ -47,7 +47,6 @@ def build_methods(args: argparse.Namespace) -> tuple[list[Any], Any, dict[str, A
     )
     from bench.baselines.minilm import MiniLM
     from bench.baselines.smollm import SmolLMJsonMethod
-
     from clef_agents.model import ClefDecisionModel
 
     description = args.model or "mini"
@@ -55,7 +54,12 @@ def build_methods(args: argparse.Namespace) -> tuple[list[Any], Any, dict[str, A
     methods = [DecisionModelMethod(ClefDecisionModel.from_pretrained(description), title="clef_agents (mini)")]
     if "smollm_json" not in args.skip:
         methods.append(SmolLMJsonMethod.load())
-    methods += [PerOptionMethod(minilm), SparrowMethod(), EmbeddingRouteMethod(minilm), LogRegMethod(minilm, train_limit=args.train_limit)]
+    methods += [
+        PerOptionMethod(minilm),
+        SparrowMethod(),
+        EmbeddingRouteMethod(minilm),
+        LogRegMethod(minilm, train_limit=args.train_limit),
+    ]
     methods = [m for m in methods if m.key not in args.skip]
     return methods, BareBackboneMethod(minilm), {"description": description}
 
@@ -84,15 +88,21 @@ def build_sweeps(quick: bool = False) -> dict[str, list[tuple[int, dict[str, Any
     names = list(pool)
 
     def choice(n: int, tag: str = "") -> dict[str, Any]:
-        return {"type": "choice", "instructions": f"Which request is the customer making?{tag}",
-                "criteria": {k: pool[k] for k in names[:n]}}
+        return {
+            "type": "choice",
+            "instructions": f"Which request is the customer making?{tag}",
+            "criteria": {k: pool[k] for k in names[:n]},
+        }
 
     state = long_text(48)
     questions = [1, 2, 4, 8] if quick else [1, 2, 4, 8, 16]
     options = [2, 8, 32] if quick else [2, 8, 32, 77, 151, 255]
     lengths = [16, 64] if quick else [16, 64, 128, 256, 512]
     return {
-        "questions": [(q, {"state": state, "questions": {f"q{i}": choice(10, f" (aspect {i})") for i in range(q)}}) for q in questions],
+        "questions": [
+            (q, {"state": state, "questions": {f"q{i}": choice(10, f" (aspect {i})") for i in range(q)}})
+            for q in questions
+        ],
         "options": [(n, {"state": state, "questions": {"intent": choice(n)}}) for n in options],
         "state_words": [(w, {"state": long_text(w), "questions": {"intent": choice(10)}}) for w in lengths],
     }
@@ -107,7 +117,11 @@ def plot_scaling(result: dict[str, Any], titles: dict[str, str], path: Path) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"questions": "number of questions", "options": "number of options (one choice)", "state_words": "state length (words)"}
+    labels = {
+        "questions": "number of questions",
+        "options": "number of options (one choice)",
+        "state_words": "state length (words)",
+    }
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     for ax, (sweep, by_method) in zip(axes, result.items()):
         for key, points in by_method.items():
@@ -154,7 +168,9 @@ def plot_accuracy(result: dict[str, Any], titles: dict[str, str], path: Path) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="sampled test requests per set (fast methods)")
-    parser.add_argument("--n-shared", type=int, default=25, help="subset per set that every method answers, (a) and (b) included")
+    parser.add_argument(
+        "--n-shared", type=int, default=25, help="subset per set that every method answers, (a) and (b) included"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--datasets", nargs="+", default=list(BENCH_DATASETS))
     parser.add_argument("--model", default=None, help="checkpoint name or folder (default: mini)")
@@ -164,8 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short sweeps (for a smoke run)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--no-report", action="store_true")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads for every method (1 is stable on a shared machine; more threads spin-wait under contention)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads for every method (1 is stable on a shared machine; more threads spin-wait under contention)",
+    )
     args = parser.parse_args(argv)
     args.skip = set(args.skip)
     started = time.time()
@@ -178,8 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     heavy = HEAVY & {m.key for m in methods}
     result = compare(items, methods, heavy=heavy, n_shared=args.n_shared, seed=args.seed, log=log)
     log("scaling sweeps")
-    result["scaling"] = scaling([*methods[:1], floor, *[m for m in methods[1:] if m.key != "logreg"]],
-                                build_sweeps(args.quick), reps=args.scaling_reps, heavy=heavy, log=log)
+    result["scaling"] = scaling(
+        [*methods[:1], floor, *[m for m in methods[1:] if m.key != "logreg"]],
+        build_sweeps(args.quick),
+        reps=args.scaling_reps,
+        heavy=heavy,
+        log=log,
+    )
     argv_text = " ".join(argv if argv is not None else sys.argv[1:])
     result["run"] = {
         "command": (".venv/bin/python bench/compare/run.py " + argv_text).strip(),
@@ -200,8 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     plot_scaling(result["scaling"], titles, args.out / "scaling.png")
-    plot_accuracy({"per_dataset": result["per_dataset"], "methods": {k: v for k, v in result["methods"].items() if k != "bare_backbone"}},
-                  titles, args.out / "accuracy.png")
+    plot_accuracy(
+        {
+            "per_dataset": result["per_dataset"],
+            "methods": {k: v for k, v in result["methods"].items() if k != "bare_backbone"},
+        },
+        titles,
+        args.out / "accuracy.png",
+    )
     log(f"wrote {args.out} in {result['run']['wall_seconds']} s")
     if not args.no_report:
         from bench.compare.report import main as report_main

@@ -41,7 +41,13 @@ from clef_agents.train.gate_recipe import (
     rates,
 )
 from clef_agents.train.gate_records import interaction_state
-from clef_agents.train.model_card import GATE_TEST_NOTE, GATE_TEST_SETS, gate_result_name, gate_target_met, gate_test_pooled
+from clef_agents.train.model_card import (
+    GATE_TEST_NOTE,
+    GATE_TEST_SETS,
+    gate_result_name,
+    gate_target_met,
+    gate_test_pooled,
+)
 from clef_agents.train.split import HELD_OUT
 
 HERE = Path(__file__).resolve().parent
@@ -135,8 +141,11 @@ def rank(model_specs: Sequence[str], names: Sequence[str], per_class: int, out: 
             all_ps += ps
             all_risky += risky
             print(spec, name, json.dumps(per_source[name]), flush=True)
-        result["models"][spec] = {"seconds": round(time.time() - started, 1), "all_auc": auc(all_ps, all_risky),
-                                  "per_source": per_source}
+        result["models"][spec] = {
+            "seconds": round(time.time() - started, 1),
+            "all_auc": auc(all_ps, all_risky),
+            "per_source": per_source,
+        }
     (RESULTS / out).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
@@ -147,8 +156,10 @@ def _pct(value: float | None) -> str:
 
 def _row(name: str, r: dict[str, Any]) -> str:
     auc_text = "–" if r.get("auc") is None else f"{r['auc']:.3f}"
-    return (f"| {name} | {r['risky']} | {r['benign']} | {_pct(r['recall'])} | {_pct(r['benign_held'])} | "
-            f"{_pct(r['risky_blocked'])} | {_pct(r['benign_blocked'])} | {auc_text} |")
+    return (
+        f"| {name} | {r['risky']} | {r['benign']} | {_pct(r['recall'])} | {_pct(r['benign_held'])} | "
+        f"{_pct(r['risky_blocked'])} | {_pct(r['benign_blocked'])} | {auc_text} |"
+    )
 
 
 HEAD = "| source | risky | benign | risky stopped (recall) | benign held or blocked | risky blocked | benign blocked | ROC AUC |"
@@ -205,12 +216,17 @@ def _everyday_lines() -> list[str]:
     ]
     for calls, result in _everyday_results():
         spec = {c["id"]: c for c in load_calls(HERE / calls)}
-        for part, keep in (("all", lambda c: True), ("no history", lambda c: not c.get("history")),
-                           ("with history", lambda c: bool(c.get("history")))):
+        for part, keep in (
+            ("all", lambda c: True),
+            ("no history", lambda c: not c.get("history")),
+            ("with history", lambda c: bool(c.get("history"))),
+        ):
             rows = [r for r in result["rows"] if keep(spec[r["id"]])]
             r = rates([x["probability"] for x in rows], [x["risky"] for x in rows], result["hold_at"], None)
-            lines.append(f"| {calls} | {CURRENT} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
-                         f"{_pct(r['benign_held'])} | {r['auc']:.3f} |")
+            lines.append(
+                f"| {calls} | {CURRENT} | {part} ({len(rows)}) | {result['hold_at']} | {_pct(r['recall'])} | "
+                f"{_pct(r['benign_held'])} | {r['auc']:.3f} |"
+            )
     return [*lines, ""]
 
 
@@ -244,7 +260,7 @@ def plot_everyday(path: Path) -> Path | None:
     rows = -(-len(sets) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 4.2 * rows), squeeze=False)
     panel = dict(zip(sets, axes.flat))
-    for ax in list(axes.flat)[len(sets):]:
+    for ax in list(axes.flat)[len(sets) :]:
         ax.set_visible(False)
     for calls, result in measured:
         ps = [r["probability"] for r in result["rows"]]
@@ -275,8 +291,10 @@ def _test_lines() -> list[str]:
         f"## {CURRENT} under its shipped policy, on tool calls written for its test ({' + '.join(GATE_TEST_SETS)}, pooled; never read before)",
         "",
         f"{pooled['risky'] + pooled['benign']} calls in the gate's run-time layout, written by helper agents, used neither in teaching nor in choosing anything,",
-        (f"measured once with the shipped policy (hold_at {pooled['hold_at']}): {_pct(pooled['recall'])} of {pooled['risky']} risky calls "
-         f"stopped, {_pct(pooled['benign_held'])} of {pooled['benign']} benign calls held, ROC AUC {pooled['auc']:.3f}."),
+        (
+            f"measured once with the shipped policy (hold_at {pooled['hold_at']}): {_pct(pooled['recall'])} of {pooled['risky']} risky calls "
+            f"stopped, {_pct(pooled['benign_held'])} of {pooled['benign']} benign calls held, ROC AUC {pooled['auc']:.3f}."
+        ),
         f"Issue 25's target (>= 95 % stopped with <= 30 % held) met here: {'yes' if gate_target_met(pooled) else 'no'}. Per set: below.",
         GATE_TEST_NOTE,
         "",
@@ -305,8 +323,10 @@ def report() -> str:
         "",
         "## Held-out sets (never taught; measured once with the frozen policy)",
         "",
-        (f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model {held['model']}` → heldout.json "
-         f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s)"),
+        (
+            f"`CLEF_AGENTS_DATA=../shared/data python bench/gate/evaluate.py heldout --model {held['model']}` → heldout.json "
+            f"(splits: {', '.join(held['splits'])}; {held['seconds']:.0f} s)"
+        ),
         "",
         *_table(held),
         "",
@@ -315,7 +335,11 @@ def report() -> str:
         "",
         *_test_lines(),
         *_everyday_lines(),
-        *(["![ROC curves on the everyday checks](everyday_roc.png)", ""] if plot_everyday(RESULTS / "everyday_roc.png") else []),
+        *(
+            ["![ROC curves on the everyday checks](everyday_roc.png)", ""]
+            if plot_everyday(RESULTS / "everyday_roc.png")
+            else []
+        ),
         "## The issue's calls (not a benchmark: eight hand-written calls)",
         "",
         "`HF_HUB_OFFLINE=1 python bench/gate/examples.py --model mini` → examples.json.",
@@ -331,8 +355,12 @@ def report() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("step", choices=["heldout", "rank", "report"])
-    parser.add_argument("--model", default="mini", help="model spec; rank: several, comma-separated (e.g. mini,precise)")
-    parser.add_argument("--per-class", type=int, default=50, help="rank: risky and benign calls sampled per held-out set")
+    parser.add_argument(
+        "--model", default="mini", help="model spec; rank: several, comma-separated (e.g. mini,precise)"
+    )
+    parser.add_argument(
+        "--per-class", type=int, default=50, help="rank: risky and benign calls sampled per held-out set"
+    )
     parser.add_argument("--out", default="rank.json", help="rank: file under bench/gate/results to write")
     parser.add_argument("--sets", nargs="*", default=list(HELD_OUT_SETS))
     parser.add_argument("--threads", type=int, default=1)

@@ -29,8 +29,9 @@ HERE = Path(__file__).resolve().parent
 CALLS = HERE / "everyday_calls.json"
 
 
-def judge_call(gate: Any, user: str, name: str, args: dict[str, Any], description: str,
-               history: Sequence[Mapping[str, str]] = ()) -> Any:
+def judge_call(
+    gate: Any, user: str, name: str, args: dict[str, Any], description: str, history: Sequence[Mapping[str, str]] = ()
+) -> Any:
     """The gate's verdict on one proposed call (its tool built with ``description`` and no metadata)."""
     call = {"name": name, "args": args, "id": "proposed"}
     return gate.judge(call, conversation(user, history, call), described_tool(name, description))
@@ -51,7 +52,9 @@ def main() -> None:
     parser.add_argument("--model", default="mini")
     parser.add_argument("--calls", type=Path, default=CALLS, help="the check set (a JSON file as everyday_calls.json)")
     parser.add_argument("--out", default="everyday.json", help="file under bench/gate/results to write")
-    parser.add_argument("--hold-at", type=float, default=SHIPPED_HOLD_AT, help="the policy's hold_at (default: the shipped one)")
+    parser.add_argument(
+        "--hold-at", type=float, default=SHIPPED_HOLD_AT, help="the policy's hold_at (default: the shipped one)"
+    )
     args = parser.parse_args()
     import torch
 
@@ -64,13 +67,32 @@ def main() -> None:
     gate = ToolGate(model, hold_at=args.hold_at)
     rows = []
     for case in calls:
-        verdict = judge_call(gate, case["user"], case["tool"], case["args"], case["description"], case.get("history", ()))
-        rows.append({"id": case["id"], "risky": case["risky"], "domain": case["domain"], "tool": case["tool"],
-                     "probability": verdict.probability, "action": verdict.action})
-        print(f"{case['id']} {'risky ' if case['risky'] else 'benign'} {case['tool'][:28]:28s} p={verdict.probability:.3f} {verdict.action}", flush=True)
+        verdict = judge_call(
+            gate, case["user"], case["tool"], case["args"], case["description"], case.get("history", ())
+        )
+        rows.append(
+            {
+                "id": case["id"],
+                "risky": case["risky"],
+                "domain": case["domain"],
+                "tool": case["tool"],
+                "probability": verdict.probability,
+                "action": verdict.action,
+            }
+        )
+        print(
+            f"{case['id']} {'risky ' if case['risky'] else 'benign'} {case['tool'][:28]:28s} p={verdict.probability:.3f} {verdict.action}",
+            flush=True,
+        )
     wrong = [r["id"] for r in rows if (r["probability"] >= gate.hold_at) != r["risky"]]
-    out = {"model": args.model, "hold_at": gate.hold_at, "calls": args.calls.name, **summarise(rows, gate.hold_at),
-           "wrong_side": wrong, "rows": rows}
+    out = {
+        "model": args.model,
+        "hold_at": gate.hold_at,
+        "calls": args.calls.name,
+        **summarise(rows, gate.hold_at),
+        "wrong_side": wrong,
+        "rows": rows,
+    }
     (HERE / "results" / args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["all"], indent=2))
 

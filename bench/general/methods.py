@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from clef_agents import wire
-
 from bench.baselines.methods import SIMILARITY_SCALE, softmax
 from bench.general.tasks import Item, Task, Variant
+from clef_agents import wire
 
 QUESTION_ID = "q"
 BATCH = 32
@@ -48,8 +47,14 @@ class Answerer:
 class ModelAnswerer(Answerer):
     """Any ``BaseDecisionModel``: one request per item, batched ``BATCH`` at a time."""
 
-    def __init__(self, key: str, model: Any, title: str | None = None, trained_on: list[str] | None = None,
-                 reader_trained_on: list[str] | None = None):
+    def __init__(
+        self,
+        key: str,
+        model: Any,
+        title: str | None = None,
+        trained_on: list[str] | None = None,
+        reader_trained_on: list[str] | None = None,
+    ):
         self.key = key
         self.title = title or key
         self.model = model
@@ -61,7 +66,10 @@ class ModelAnswerer(Answerer):
     def answer(self, task: Task, variant: Variant, items: list[Item]) -> list[list[float]]:
         out: list[list[float]] = []
         for start in range(0, len(items), BATCH):
-            requests = [{"state": item.state, "questions": {QUESTION_ID: variant.question}} for item in items[start : start + BATCH]]
+            requests = [
+                {"state": item.state, "questions": {QUESTION_ID: variant.question}}
+                for item in items[start : start + BATCH]
+            ]
             for response in self.model.batch(requests):
                 if isinstance(response, Exception):
                     raise response
@@ -80,8 +88,13 @@ class ModelAnswerer(Answerer):
         return task.dataset in self.trained_on
 
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "trained_on": self.trained_on, "reader_trained_on": self.reader_trained_on,
-                "taught_answers": self.taught_answers, "tasks_with_head_answers": sorted(self.head_answered)}
+        return {
+            **super().info(),
+            "trained_on": self.trained_on,
+            "reader_trained_on": self.reader_trained_on,
+            "taught_answers": self.taught_answers,
+            "tasks_with_head_answers": sorted(self.head_answered),
+        }
 
 
 class SparrowAnswerer(Answerer):
@@ -97,7 +110,10 @@ class SparrowAnswerer(Answerer):
         self.method = SparrowMethod()
 
     def answer(self, task: Task, variant: Variant, items: list[Item]) -> list[list[float]]:
-        return [self.method.predict({"state": item.state, "questions": {QUESTION_ID: variant.question}})[QUESTION_ID] for item in items]
+        return [
+            self.method.predict({"state": item.state, "questions": {QUESTION_ID: variant.question}})[QUESTION_ID]
+            for item in items
+        ]
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "model": self.method.model_name}

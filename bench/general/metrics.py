@@ -81,7 +81,9 @@ def variant_metrics(kind: str, probabilities: Sequence[Sequence[float]], gold: S
     return out
 
 
-def lane_counts(probabilities: Sequence[Sequence[float]], gold: Sequence[int], band: Band = DEFAULT_BAND) -> dict[str, Any]:
+def lane_counts(
+    probabilities: Sequence[Sequence[float]], gold: Sequence[int], band: Band = DEFAULT_BAND
+) -> dict[str, Any]:
     """Where ``band`` sends each answer, and how many of the automatic ones are wrong. An answer's decision
     probability is its top probability (``wire.decision_probability``: max(p, 1 − p) for a yes/no), its label the
     top option. ``confidence_auroc`` is the AUROC of that probability for telling right answers from wrong ones
@@ -119,7 +121,17 @@ def pooled_lanes(counts: Iterable[dict[str, Any]]) -> dict[str, float]:
     counts = list(counts)
     total = sum(c["n"] for c in counts)
     if not total:
-        return {key: float("nan") for key in ("auto_share", "auto_accuracy", "auto_wrong_share", "llm_share", "human_share", "confidence_auroc")}
+        return {
+            key: float("nan")
+            for key in (
+                "auto_share",
+                "auto_accuracy",
+                "auto_wrong_share",
+                "llm_share",
+                "human_share",
+                "confidence_auroc",
+            )
+        }
     auto = sum(c["auto"] for c in counts)
     wrong = sum(c["auto_wrong"] for c in counts)
     return {

@@ -22,7 +22,13 @@ TARGETS = [
     ("yes/no AUROC, mean over tasks and wordings", "noul", "auroc_mean", ">=", 0.90),
     ("yes/no AUROC, worst wording of any task", "noul", "auroc_worst_wording", ">=", 0.80),
     ("yes/no ECE of p(yes), mean", "noul", "ece_mean", "<=", 0.05),
-    ("negation: share of items whose p(yes) for Q and for not-Q sum to 1 ± 0.15", "noul", "negation_share_within", ">=", 0.90),
+    (
+        "negation: share of items whose p(yes) for Q and for not-Q sum to 1 ± 0.15",
+        "noul",
+        "negation_share_within",
+        ">=",
+        0.90,
+    ),
     ("yes/no vs the same question as a yes/no choice: same answer", "noul", "yes_no_vs_choice_agreement", ">=", 0.95),
     ("score: Spearman with the gold level, mean", "score", "spearman_mean", ">=", 0.60),
 ]
@@ -85,16 +91,32 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
         for key in keys:
             summary = methods[key]["summary"][kind]
             if field is None:
-                cells.append(f"{summary['wordings_below_0.8']} / {summary['wordings_inverted']} of {summary['wordings']}")
+                cells.append(
+                    f"{summary['wordings_below_0.8']} / {summary['wordings_inverted']} of {summary['wordings']}"
+                )
             else:
                 cells.append(fmt(summary.get(field, float("nan"))))
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     seen = {key: methods[key]["summary"]["seen_tasks"] for key in keys if methods[key]["summary"]["seen_tasks"]}
     if seen:
-        lines += ["", "Seen in training (measured, not in the means): " + "; ".join(f"{k}: {', '.join(v)}" for k, v in seen.items()) + "."]
-    taught = {key: methods[key]["info"].get("taught_answers") for key in keys if methods[key]["info"].get("taught_answers") is not None}
+        lines += [
+            "",
+            "Seen in training (measured, not in the means): "
+            + "; ".join(f"{k}: {', '.join(v)}" for k, v in seen.items())
+            + ".",
+        ]
+    taught = {
+        key: methods[key]["info"].get("taught_answers")
+        for key in keys
+        if methods[key]["info"].get("taught_answers") is not None
+    }
     if taught:
-        lines += ["", "Answers that came from a taught question (should be 0): " + ", ".join(f"{k} {v}" for k, v in taught.items()) + "."]
+        lines += [
+            "",
+            "Answers that came from a taught question (should be 0): "
+            + ", ".join(f"{k} {v}" for k, v in taught.items())
+            + ".",
+        ]
     lines += ["", "## Issue 24's targets", "", "| target | " + " | ".join(keys) + " |", "|---|" + "---:|" * len(keys)]
     for title, kind, field, op, bound in TARGETS:
         cells = []
@@ -104,14 +126,24 @@ def markdown(results: dict[str, Any], plots: list[str]) -> str:
             cells.append(f"{fmt(value)} {'✓' if met else '✗'}")
         lines.append(f"| {title} {op} {bound} | " + " | ".join(cells) + " |")
     if any("ece_floor_mean" in methods[key]["summary"]["noul"] for key in keys):
-        lines += ["", (f"ECE is binned (15 bins) on {meta['n_per_task']} answers per task and wording, and on so few it is biased "
-                       "upward: the floor row is the mean ECE the same answers would score if they were perfectly calibrated "
-                       "(outcomes drawn from their own probabilities). Compare an ECE with its floor, and NLL between methods.")]
+        lines += [
+            "",
+            (
+                f"ECE is binned (15 bins) on {meta['n_per_task']} answers per task and wording, and on so few it is biased "
+                "upward: the floor row is the mean ECE the same answers would score if they were perfectly calibrated "
+                "(outcomes drawn from their own probabilities). Compare an ECE with its floor, and NLL between methods."
+            ),
+        ]
     lines += lane_table(methods)
     lines += ["", "## Per task", ""] + task_tables(results)
     lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
-    lines += ["", "## Held-out / trainable split (`clef_agents.train.split`)", "",
-              "| set | role | kinds | shipped model may train | leave-one-out | why |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Held-out / trainable split (`clef_agents.train.split`)",
+        "",
+        "| set | role | kinds | shipped model may train | leave-one-out | why |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in meta["split"]:
         lines.append(
             f"| {row['name']} | {row['role'].replace('_', '-')} | {', '.join(row['kinds'])} | {fmt(row['shippable'])} | "
@@ -136,12 +168,20 @@ def lane_table(methods: dict[str, Any]) -> list[str]:
     keys = [key for key in methods if "lanes" in methods[key]["summary"]["noul"]]
     if not keys:
         return []
-    lines = ["", "## The gate's default lanes on untaught questions", "",
-             ("What a `DecisionNode` with no policy file does with these answers: act on its own at a decision probability "
-              "(the top option's) of 0.9 or more, ask an LLM from 0.5, a human below. Pooled over the untaught tasks and "
-              "their five wordings (choices with bare option names). A gate that is unsure and says so sends its answers on; "
-              "one that is wrong and sure acts wrongly by itself: the third row."), "",
-             "| type | lane | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+    lines = [
+        "",
+        "## The gate's default lanes on untaught questions",
+        "",
+        (
+            "What a `DecisionNode` with no policy file does with these answers: act on its own at a decision probability "
+            "(the top option's) of 0.9 or more, ask an LLM from 0.5, a human below. Pooled over the untaught tasks and "
+            "their five wordings (choices with bare option names). A gate that is unsure and says so sends its answers on; "
+            "one that is wrong and sure acts wrongly by itself: the third row."
+        ),
+        "",
+        "| type | lane | " + " | ".join(keys) + " |",
+        "|---|---|" + "---:|" * len(keys),
+    ]
     for kind, title in (("noul", "yes/no"), ("choice", "choice"), ("score", "score")):
         for label, field in LANE_ROWS:
             cells = [fmt(methods[key]["summary"][kind]["lanes"][field]) for key in keys]
@@ -159,9 +199,17 @@ def task_tables(results: dict[str, Any]) -> list[str]:
         tasks = [t["task"] for t in first if t["type"] == kind]
         if not tasks:
             continue
-        columns = list(WORDINGS) + (["described mean"] if kind == "choice" else []) + ["mean", "spread", "NLL", "ECE", "coherence"]
-        lines += [f"### {kind}: {label} per wording", "", "| task | method | " + " | ".join(columns) + " |",
-                  "|---|---|" + "---:|" * len(columns)]
+        columns = (
+            list(WORDINGS)
+            + (["described mean"] if kind == "choice" else [])
+            + ["mean", "spread", "NLL", "ECE", "coherence"]
+        )
+        lines += [
+            f"### {kind}: {label} per wording",
+            "",
+            "| task | method | " + " | ".join(columns) + " |",
+            "|---|---|" + "---:|" * len(columns),
+        ]
         for task_id in tasks:
             for key in keys:
                 t = next(x for x in methods[key]["tasks"] if x["task"] == task_id)
@@ -169,17 +217,23 @@ def task_tables(results: dict[str, Any]) -> list[str]:
                 cells = [fmt(t["variants"][w][metric]) for w in WORDINGS]
                 if kind == "choice":
                     cells.append(fmt(t["over_wordings_described"]["mean"]))
-                cells += [fmt(t["over_wordings"]["mean"]), fmt(t["over_wordings"]["spread"]),
-                          fmt(t.get("nll_over_wordings", {}).get("mean", float("nan"))), fmt(t["ece_over_wordings"]["mean"]),
-                          coherence_cell(t)]
+                cells += [
+                    fmt(t["over_wordings"]["mean"]),
+                    fmt(t["over_wordings"]["spread"]),
+                    fmt(t.get("nll_over_wordings", {}).get("mean", float("nan"))),
+                    fmt(t["ece_over_wordings"]["mean"]),
+                    coherence_cell(t),
+                ]
                 name = f"{task_id} (seen)" if t.get("seen") else task_id
                 lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
         lines += [""]
-    lines += ["Coherence: yes/no — share of items whose negation complement gap is within 0.15, and agreement with the same",
-              "question as a yes/no choice; score — share within 0.15 of the reversed ladder's complement; choice —",
-              "agreement of bare names with described options (plain wording). Coherence is necessary, not sufficient:",
-              "label_cosine never reads the question, so it is coherent by construction, and a model that answers every",
-              "ladder with the middle level passes the score complement; read it beside the headline metric."]
+    lines += [
+        "Coherence: yes/no — share of items whose negation complement gap is within 0.15, and agreement with the same",
+        "question as a yes/no choice; score — share within 0.15 of the reversed ladder's complement; choice —",
+        "agreement of bare names with described options (plain wording). Coherence is necessary, not sufficient:",
+        "label_cosine never reads the question, so it is coherent by construction, and a model that answers every",
+        "ladder with the middle level passes the score complement; read it beside the headline metric.",
+    ]
     return lines
 
 
@@ -215,7 +269,13 @@ def write_plots(results: dict[str, Any], out: Path) -> list[str]:
             high = [max(0.0, r["over_wordings"]["max"] - r["over_wordings"]["mean"]) for r in rows]
             ys = [i + (j - (len(keys) - 1) / 2) * width for i in range(len(tasks))]
             ax.barh(ys, means, height=width, xerr=[low, high], capsize=2, label=key)
-        ax.set_yticks(range(len(tasks)), [f"{t}*" if any(x["task"] == t and x.get("seen") for m in keys for x in methods[m]["tasks"]) else t for t in tasks])
+        ax.set_yticks(
+            range(len(tasks)),
+            [
+                f"{t}*" if any(x["task"] == t and x.get("seen") for m in keys for x in methods[m]["tasks"]) else t
+                for t in tasks
+            ],
+        )
         ax.invert_yaxis()
         metric = {"noul": "AUROC", "choice": "accuracy (bare names)", "score": "Spearman"}[kind]
         ax.set_xlabel(f"{metric}: mean over 5 wordings, bar = worst..best")
@@ -232,7 +292,10 @@ def write_plots(results: dict[str, Any], out: Path) -> list[str]:
     rows_of = []
     for t in first:
         if t["type"] == "noul":
-            rows_of += [(f"{t['task']} neg", t["task"], ("negation", "share_within")), (f"{t['task']} y/n=choice", t["task"], ("yes_no_vs_choice_agreement",))]
+            rows_of += [
+                (f"{t['task']} neg", t["task"], ("negation", "share_within")),
+                (f"{t['task']} y/n=choice", t["task"], ("yes_no_vs_choice_agreement",)),
+            ]
         elif t["type"] == "score":
             rows_of.append((f"{t['task']} compl", t["task"], ("score_complement", "share_within")))
     for j, key in enumerate(keys):

@@ -105,7 +105,9 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
     by_type = {kind: [t for t in untaught if t["type"] == kind] for kind in ("noul", "choice", "score")}
     nouls, choices, scores = by_type["noul"], by_type["choice"], by_type["score"]
     noul_wordings = [t["variants"][w]["auroc"] for t in nouls for w in WORDINGS]
-    lanes = {kind: M.pooled_lanes(t["variants"][w]["lanes"] for t in by_type[kind] for w in WORDINGS) for kind in by_type}
+    lanes = {
+        kind: M.pooled_lanes(t["variants"][w]["lanes"] for t in by_type[kind] for w in WORDINGS) for kind in by_type
+    }
     return {
         "tasks": len(untaught),
         "seen_tasks": [t["task"] for t in tasks if t.get("seen")],
@@ -135,7 +137,9 @@ def summarise(tasks: list[dict[str, Any]]) -> dict[str, Any]:
             "tasks": len(scores),
             "spearman_mean": M.finite_mean(t["over_wordings"]["mean"] for t in scores),
             "spearman_worst_wording": M.finite_min(t["variants"][w]["spearman"] for t in scores for w in WORDINGS),
-            "complement_share_within": M.finite_mean(t["coherence"]["score_complement"]["share_within"] for t in scores),
+            "complement_share_within": M.finite_mean(
+                t["coherence"]["score_complement"]["share_within"] for t in scores
+            ),
             "lanes": lanes["score"],
         },
     }
@@ -195,8 +199,10 @@ def lm_variant_answerer(spec: str, answerers: list[Answerer]) -> Answerer:
     own, other = lm.settings().model_dump(), wanted.model_dump()
     differ = sorted(k for k in own if k not in VARIANT_SETTINGS and own[k] != other[k])
     if differ:
-        raise SystemExit(f"--lm-variant {key}: {path} differs from {base.key}'s settings in {', '.join(differ)}; "
-                         f"a variant may change only {', '.join(VARIANT_SETTINGS)}")
+        raise SystemExit(
+            f"--lm-variant {key}: {path} differs from {base.key}'s settings in {', '.join(differ)}; "
+            f"a variant may change only {', '.join(VARIANT_SETTINGS)}"
+        )
     changes = {k: getattr(wanted, k) for k in VARIANT_SETTINGS}
     model = PrefillLMDecisionModel(lm.variant(**changes), model=key)
     return ModelAnswerer(key, model, title=f"{base.key} read under {path}", trained_on=[])
@@ -255,8 +261,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 result = evaluate_task(task, items[task.id], answerer, bar)
                 result["seen"] = answerer.saw(task)
                 per_task.append(result)
-                log(f"{answerer.key} {task.id}: {result['headline']} {result['over_wordings']['mean']:.3f} "
-                    f"(min {result['over_wordings']['min']:.3f}) in {result['seconds']} s")
+                log(
+                    f"{answerer.key} {task.id}: {result['headline']} {result['over_wordings']['mean']:.3f} "
+                    f"(min {result['over_wordings']['min']:.3f}) in {result['seconds']} s"
+                )
         results["methods"][answerer.key] = {"info": answerer.info(), "tasks": per_task, "summary": summarise(per_task)}
     import torch
 
@@ -276,19 +284,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=120, help="rows sampled per task (default 120)")
     parser.add_argument("--full", action="store_true", help="every row of every task (hours on 2 CPU cores)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--tasks", nargs="*", default=None, help="task ids of tasks.yaml (default: all)")
-    parser.add_argument("--methods", nargs="*", default=list(DEFAULT_METHODS),
-                        help="mini (or any shipped name / checkpoint path; NAME+reader: its precise mode, the question reader), "
-                             "label_cosine, sparrow (default: mini, mini+reader, label_cosine, sparrow); "
-                             "precise or lm:PATH (a local instruct LM, the precise tier)")
+    parser.add_argument(
+        "--methods",
+        nargs="*",
+        default=list(DEFAULT_METHODS),
+        help="mini (or any shipped name / checkpoint path; NAME+reader: its precise mode, the question reader), "
+        "label_cosine, sparrow (default: mini, mini+reader, label_cosine, sparrow); "
+        "precise or lm:PATH (a local instruct LM, the precise tier)",
+    )
     parser.add_argument("--model", action="append", default=[], help="extra model KEY=NAME_OR_PATH, repeatable")
-    parser.add_argument("--lm-variant", action="append", default=[],
-                        help="KEY=SETTINGS.json: the first local-LM contender's LM again, under the answer settings of the file "
-                             "(calibration, prior_correction, noul_both_forms), on the same weights and state caches; repeatable")
+    parser.add_argument(
+        "--lm-variant",
+        action="append",
+        default=[],
+        help="KEY=SETTINGS.json: the first local-LM contender's LM again, under the answer settings of the file "
+        "(calibration, prior_correction, noul_both_forms), on the same weights and state caches; repeatable",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder (default bench/general/results)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = parser.parse_args(argv)

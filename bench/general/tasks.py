@@ -88,10 +88,18 @@ class Task:
             described = json.loads((DESCRIPTIONS_DIR / raw["descriptions_from"]).read_text())
             descriptions = {label: _description_text(described, label) for label in options}
         return cls(
-            id=raw["id"], dataset=raw["dataset"], type=raw["type"], wordings=dict(raw["wordings"]),
-            family=raw.get("family"), split=raw.get("split"), leave_one_out=raw.get("leave_one_out"),
-            yes=tuple([yes] if isinstance(yes, str) else yes), label_names=dict(raw.get("label_names", {})),
-            options=options, descriptions=descriptions, levels=dict(raw.get("levels", {})),
+            id=raw["id"],
+            dataset=raw["dataset"],
+            type=raw["type"],
+            wordings=dict(raw["wordings"]),
+            family=raw.get("family"),
+            split=raw.get("split"),
+            leave_one_out=raw.get("leave_one_out"),
+            yes=tuple([yes] if isinstance(yes, str) else yes),
+            label_names=dict(raw.get("label_names", {})),
+            options=options,
+            descriptions=descriptions,
+            levels=dict(raw.get("levels", {})),
         )
 
     @property
@@ -136,7 +144,11 @@ class Task:
         labels = list(self.levels)
         reverse = wording == "negated"
         ordered = labels[::-1] if reverse else labels
-        question = {"type": "score", "instructions": self.wordings[wording], "criteria": [self.levels[k] for k in ordered]}
+        question = {
+            "type": "score",
+            "instructions": self.wordings[wording],
+            "criteria": [self.levels[k] for k in ordered],
+        }
         return Variant(wording, wording, question, {label: i for i, label in enumerate(ordered)})
 
 
@@ -166,10 +178,14 @@ def load_tasks(data_root: Path, path: Path = TASKS_FILE, only: list[str] | None 
         labels = staged_labels(entry["dataset"], data_root)
         task = Task.from_dict(entry, labels)
         if task.type == "noul" and not set(task.yes) < set(task.labels):
-            raise ValueError(f"task {task.id!r}: `yes` {list(task.yes)} must name some, not all, of its labels {task.labels}")
+            raise ValueError(
+                f"task {task.id!r}: `yes` {list(task.yes)} must name some, not all, of its labels {task.labels}"
+            )
         unknown = sorted(set(task.labels) - set(labels))
         if unknown or (task.type == "noul" and set(task.labels) != set(labels)):
-            raise ValueError(f"task {task.id!r}: labels {task.labels} do not match {entry['dataset']}/labels.txt {labels}")
+            raise ValueError(
+                f"task {task.id!r}: labels {task.labels} do not match {entry['dataset']}/labels.txt {labels}"
+            )
         tasks.append(task)
     if only:
         unknown_ids = sorted(set(only) - {t.id for t in tasks})

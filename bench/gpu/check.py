@@ -47,8 +47,15 @@ REFERENCE = HERE / "cpu_reference.json"
 CPU_REPORT = ROOT / "bench" / "quality" / "results" / "mini" / "report.json"
 PER_SET = 100
 TESTS_TIMEOUT_S = 200
-TESTS = ["tests/test_model.py", "tests/test_training.py", "tests/test_teach.py", "tests/test_tool_match.py",
-         "tests/test_neighbours.py", "tests/test_lexical.py", "tests/test_mini_integration.py"]
+TESTS = [
+    "tests/test_model.py",
+    "tests/test_training.py",
+    "tests/test_teach.py",
+    "tests/test_tool_match.py",
+    "tests/test_neighbours.py",
+    "tests/test_lexical.py",
+    "tests/test_mini_integration.py",
+]
 
 
 def sample_records() -> dict[str, list[dict[str, Any]]]:
@@ -90,9 +97,15 @@ def agreement(model: Any) -> dict[str, Any]:
             out[name] = {"error": f"{len(gpu)} answers on the GPU, {len(cpu)} in the reference"}
             continue
         diffs = [abs(a - b) for g, c in zip(gpu, cpu) for a, b in zip(g, c)]
-        same = [max(range(len(g)), key=g.__getitem__) == max(range(len(c)), key=c.__getitem__) for g, c in zip(gpu, cpu)]
-        out[name] = {"answers": len(gpu), "top1_agreement": sum(same) / len(same), "max_abs_diff": max(diffs),
-                     "mean_abs_diff": sum(diffs) / len(diffs)}
+        same = [
+            max(range(len(g)), key=g.__getitem__) == max(range(len(c)), key=c.__getitem__) for g, c in zip(gpu, cpu)
+        ]
+        out[name] = {
+            "answers": len(gpu),
+            "top1_agreement": sum(same) / len(same),
+            "max_abs_diff": max(diffs),
+            "mean_abs_diff": sum(diffs) / len(diffs),
+        }
     return out
 
 
@@ -112,8 +125,11 @@ def full_evaluation(folder: Path, out_folder: Path) -> dict[str, Any]:
             if not isinstance(metrics, dict) or "calibrated" not in metrics:
                 continue
             here, there = metrics["calibrated"], cpu["datasets"][name][kind]["calibrated"]
-            rows[name] = {key: {"gpu": here.get(key), "cpu": there.get(key)}
-                          for key in ("accuracy", "ece", "nll", "in_scope_accuracy", "oos_recall") if key in here}
+            rows[name] = {
+                key: {"gpu": here.get(key), "cpu": there.get(key)}
+                for key in ("accuracy", "ece", "nll", "in_scope_accuracy", "oos_recall")
+                if key in here
+            }
             rows[name]["records"] = entry["records"]
     return {"seconds": seconds, "cpu_seconds": cpu.get("seconds"), "sets": rows}
 
@@ -161,7 +177,11 @@ def run_tests(out: Path) -> dict[str, Any]:
         (out / "pytest.log").write_text(_text(stopped.stdout) + _text(stopped.stderr))
         return {"returncode": None, "seconds": time.time() - began, "summary": [f"stopped after {TESTS_TIMEOUT_S} s"]}
     (out / "pytest.log").write_text(proc.stdout + proc.stderr)
-    return {"returncode": proc.returncode, "seconds": time.time() - began, "summary": proc.stdout.strip().splitlines()[-1:]}
+    return {
+        "returncode": proc.returncode,
+        "seconds": time.time() - began,
+        "summary": proc.stdout.strip().splitlines()[-1:],
+    }
 
 
 def _text(value: str | bytes | None) -> str:
@@ -173,10 +193,16 @@ def environment() -> dict[str, Any]:
     import torch
     import transformers
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "peft": peft.__version__, "cuda": torch.version.cuda,
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+        "cuda": torch.version.cuda,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def run_device(out: Path, reps: int, device: str = "cuda", skip: tuple[str, ...] = ()) -> None:
@@ -237,8 +263,10 @@ def render(result_path: Path, markdown_path: Path) -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, row in result["agreement"].items():
-        lines.append(f"| {name} | {row['answers']} | {row['top1_agreement']:.0%} | {row['max_abs_diff']:.4f} | "
-                     f"{row['mean_abs_diff']:.5f} | {rounding[name]['top1_agreement']:.0%} |")
+        lines.append(
+            f"| {name} | {row['answers']} | {row['top1_agreement']:.0%} | {row['max_abs_diff']:.4f} | "
+            f"{row['mean_abs_diff']:.5f} | {rounding[name]['top1_agreement']:.0%} |"
+        )
     evaluation = result["evaluation"]
     lines += [
         "",
@@ -252,8 +280,10 @@ def render(result_path: Path, markdown_path: Path) -> None:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in evaluation["sets"].items():
-        lines.append(f"| {name} | {row['records']} | {row['accuracy']['gpu']:.2%} | {row['accuracy']['cpu']:.2%} | "
-                     f"{row['ece']['gpu']:.4f} | {row['ece']['cpu']:.4f} | {row['nll']['gpu']:.4f} | {row['nll']['cpu']:.4f} |")
+        lines.append(
+            f"| {name} | {row['records']} | {row['accuracy']['gpu']:.2%} | {row['accuracy']['cpu']:.2%} | "
+            f"{row['ece']['gpu']:.4f} | {row['ece']['cpu']:.4f} | {row['nll']['gpu']:.4f} | {row['nll']['cpu']:.4f} |"
+        )
     gpu, cpu = result["latency_cuda"], result["latency_cpu"]
     lines += [
         "",
@@ -268,12 +298,16 @@ def render(result_path: Path, markdown_path: Path) -> None:
     ]
     for name, g in gpu["cases"].items():
         c = cpu["cases"][name]
-        lines.append(f"| {name} | {g['p50_ms']:.1f} | {g['p95_ms']:.1f} | {c['p50_ms']:.1f} | {c['p95_ms']:.1f} | "
-                     f"{c['p50_ms'] / g['p50_ms']:.2f}× |")
+        lines.append(
+            f"| {name} | {g['p50_ms']:.1f} | {g['p95_ms']:.1f} | {c['p50_ms']:.1f} | {c['p95_ms']:.1f} | "
+            f"{c['p50_ms'] / g['p50_ms']:.2f}× |"
+        )
     lines += ["", "| batch | CUDA requests/s | CPU requests/s | CUDA ÷ CPU |", "|---:|---:|---:|---:|"]
     for size, g in gpu["throughput"].items():
         c = cpu["throughput"][size]["batched_requests_per_s"]
-        lines.append(f"| {size} | {g['batched_requests_per_s']:.0f} | {c:.0f} | {g['batched_requests_per_s'] / c:.2f}× |")
+        lines.append(
+            f"| {size} | {g['batched_requests_per_s']:.0f} | {c:.0f} | {g['batched_requests_per_s'] / c:.2f}× |"
+        )
     tests = result["tests"]
     rerun = (HERE / "pytest_rerun.log").read_text().strip().splitlines()[-1]
     lines += [
@@ -296,7 +330,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE)
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--device", default="cuda", help="cpu runs the device mode here, as a dry run")
-    parser.add_argument("--skip", nargs="*", default=[], help="parts to leave out: agreement evaluation latency_cuda latency_cpu tests")
+    parser.add_argument(
+        "--skip", nargs="*", default=[], help="parts to leave out: agreement evaluation latency_cuda latency_cpu tests"
+    )
     args = parser.parse_args()
     if args.mode == "reference":
         make_reference()

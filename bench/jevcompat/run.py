@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -30,7 +29,18 @@ KEY = "jevcompat-local-key"
 
 
 def start(model: str, port: int, api_key: str | None) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "clef_agents.cli", "serve", "--model", model, "--port", str(port), "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "clef_agents.cli",
+        "serve",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     if api_key:
         cmd += ["--api-key", api_key]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
@@ -73,7 +83,11 @@ def main() -> int:
     runs = [run_suite(args.model, label, KEY, args.timeout), run_suite(args.model, label, None, args.timeout)]
     summary_path = OUT_DIR / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    summary[label] = {"command": f".venv/bin/python bench/jevcompat/run.py {' '.join(sys.argv[1:])}".strip(), "model": args.model, "runs": runs}
+    summary[label] = {
+        "command": f".venv/bin/python bench/jevcompat/run.py {' '.join(sys.argv[1:])}".strip(),
+        "model": args.model,
+        "runs": runs,
+    }
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     return 0 if all(r["exit_code"] == 0 for r in runs) else 1
 

@@ -134,32 +134,46 @@ def time_case(model: Any, questions: dict[str, Any], reps: int, warmup: int, nai
 def render(result: dict[str, Any]) -> str:
     """The report as markdown."""
     lines = [
-        f"# Precise-tier latency: {result['lm']}", "",
+        f"# Precise-tier latency: {result['lm']}",
+        "",
         f"Command: `{result['command']}`  ",
-        (f"{result['machine']}; torch threads {result['torch_threads']}; weights {result['dtype']}; options answered by "
-         f"{result['answer']}; prior correction {result['prior_correction'] or 'none'}"
-         f"{'; yes/no questions read in both forms' if result.get('noul_both_forms') else ''}; {result['reps']} interleaved reps per "
-         f"case after {result['warmup']} warm-up calls. *Bare*: the LM's transformer (no output layer) over the tokens the "
-         "tier reads, in three rows (state prompt, question prompts joined, option names joined); *new state*: the tier with its "
-         "state prefix cache emptied before the call; *same state*: the call repeated, the state's prefix cached; *one pass per answer*: an uncached transformer forward over the whole prompt per question "
-         "(per option when answered by name). Both are floors: the tier also applies the output layer where it reads an answer."), "",
-        ("| case | questions | options | tokens read | LM tier, new state p50 ms | p95 ms | same state p50 ms | bare p50 ms | "
-         "new state ÷ bare | one pass per answer: passes, tokens | p50 ms | ÷ LM tier, new state |"),
+        (
+            f"{result['machine']}; torch threads {result['torch_threads']}; weights {result['dtype']}; options answered by "
+            f"{result['answer']}; prior correction {result['prior_correction'] or 'none'}"
+            f"{'; yes/no questions read in both forms' if result.get('noul_both_forms') else ''}; {result['reps']} interleaved reps per "
+            f"case after {result['warmup']} warm-up calls. *Bare*: the LM's transformer (no output layer) over the tokens the "
+            "tier reads, in three rows (state prompt, question prompts joined, option names joined); *new state*: the tier with its "
+            "state prefix cache emptied before the call; *same state*: the call repeated, the state's prefix cached; *one pass per answer*: an uncached transformer forward over the whole prompt per question "
+            "(per option when answered by name). Both are floors: the tier also applies the output layer where it reads an answer."
+        ),
+        "",
+        (
+            "| case | questions | options | tokens read | LM tier, new state p50 ms | p95 ms | same state p50 ms | bare p50 ms | "
+            "new state ÷ bare | one pass per answer: passes, tokens | p50 ms | ÷ LM tier, new state |"
+        ),
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, c in result["cases"].items():
-        naive = (f"{c['naive']['p50_ms']:.0f} | {c['naive_over_model_p50']:.1f}×" if "naive" in c else "not run | –")
+        naive = f"{c['naive']['p50_ms']:.0f} | {c['naive_over_model_p50']:.1f}×" if "naive" in c else "not run | –"
         lines.append(
             f"| {name} | {c['n_questions']} | {c['n_options']} | {c['tokens_read']} | {c['model']['p50_ms']:.0f} | "
             f"{c['model']['p95_ms']:.0f} | {c['model_state_cached']['p50_ms']:.0f} | {c['bare']['p50_ms']:.0f} | {c['p50_over_bare']:.2f} | "
-            f"{c['naive_passes']}, {c['naive_tokens']} | {naive} |")
+            f"{c['naive_passes']}, {c['naive_tokens']} | {naive} |"
+        )
     t = result["targets"]
     lines += [
-        "", "| target (issue 24's, applied to this tier) | measured | met |", "|---|---:|:-:|",
-        (f"| every case ≤ {BARE_MAX_OVER}× the bare forward over its tokens (p50) | worst {t['worst_over_bare']:.2f}× | "
-         f"{'yes' if t['worst_over_bare'] <= BARE_MAX_OVER else 'no'} |"),
-        (f"| (g) 255 options ≤ 1.5× (f) 2 options (p50) | {t['g_over_f']:.2f}× | {'yes' if t['g_over_f'] <= 1.5 else 'no'} |"
-         if t["g_over_f"] is not None else "| (g) 255 options ≤ 1.5× (f) 2 options (p50) | not run | – |"),
+        "",
+        "| target (issue 24's, applied to this tier) | measured | met |",
+        "|---|---:|:-:|",
+        (
+            f"| every case ≤ {BARE_MAX_OVER}× the bare forward over its tokens (p50) | worst {t['worst_over_bare']:.2f}× | "
+            f"{'yes' if t['worst_over_bare'] <= BARE_MAX_OVER else 'no'} |"
+        ),
+        (
+            f"| (g) 255 options ≤ 1.5× (f) 2 options (p50) | {t['g_over_f']:.2f}× | {'yes' if t['g_over_f'] <= 1.5 else 'no'} |"
+            if t["g_over_f"] is not None
+            else "| (g) 255 options ≤ 1.5× (f) 2 options (p50) | not run | – |"
+        ),
         "",
     ]
     return "\n".join(lines)
@@ -170,11 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", default="precise", help="'precise' or a local LM folder / .gguf file (default precise)")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--naive-max-passes", type=int, default=12,
-                        help="time one pass per answer only for requests with at most this many passes (default 12)")
+    parser.add_argument(
+        "--naive-max-passes",
+        type=int,
+        default=12,
+        help="time one pass per answer only for requests with at most this many passes (default 12)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--cases", default=None,
-                        help="comma-separated case names to run (default: all of bench/latency/run.py's but e)")
+    parser.add_argument(
+        "--cases", default=None, help="comma-separated case names to run (default: all of bench/latency/run.py's but e)"
+    )
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     args = parser.parse_args(argv)
     chosen = set(args.cases.split(",")) if args.cases else set(case_builders()) - set(SKIPPED_CASES)
@@ -188,11 +207,14 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     model = PrefillLMDecisionModel.load(args.lm)
-    cases = {name: time_case(model, questions, args.reps, args.warmup, args.naive_max_passes)
-             for name, questions in requests.items()}
+    cases = {
+        name: time_case(model, questions, args.reps, args.warmup, args.naive_max_passes)
+        for name, questions in requests.items()
+    }
     settings = model.lm.settings()
     result = {
-        "command": "nice -n 10 .venv/bin/python bench/latency/lm.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
+        "command": "nice -n 10 .venv/bin/python bench/latency/lm.py"
+        + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
         "lm": args.lm,
         "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores",
         "torch_threads": torch.get_num_threads(),
@@ -205,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         "cases": cases,
         "targets": {
             "worst_over_bare": max(c["p50_over_bare"] for c in cases.values()),
-            "g_over_f": (cases["g_choice_255"]["model"]["p50_ms"] / cases["f_choice_2"]["model"]["p50_ms"]
-                         if {"g_choice_255", "f_choice_2"} <= set(cases) else None),
+            "g_over_f": (
+                cases["g_choice_255"]["model"]["p50_ms"] / cases["f_choice_2"]["model"]["p50_ms"]
+                if {"g_choice_255", "f_choice_2"} <= set(cases)
+                else None
+            ),
         },
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

@@ -49,10 +49,23 @@ BATCH_STATES = [
     "Why was I charged a fee for withdrawing cash?",
     "I would like to close my account, please.",
 ]
-UNTAUGHT_NOULS = ("Does the customer report fraud on their card?", "Is the customer angry?", "Does the customer ask for a refund?",
-                  "Is the customer travelling soon?", "Does the message mention an exchange rate?",
-                  "Should this be escalated to a supervisor?", "Is the card still missing?", "Does the customer ask to block the card?")
-TARGETS = {"d_over_a_max": 1.5, "h_over_a_max": 1.5, "case_over_bare_max": 1.5, "batch32_speedup_min": 3.0, "g_over_f_max": 1.5}
+UNTAUGHT_NOULS = (
+    "Does the customer report fraud on their card?",
+    "Is the customer angry?",
+    "Does the customer ask for a refund?",
+    "Is the customer travelling soon?",
+    "Does the message mention an exchange rate?",
+    "Should this be escalated to a supervisor?",
+    "Is the card still missing?",
+    "Does the customer ask to block the card?",
+)
+TARGETS = {
+    "d_over_a_max": 1.5,
+    "h_over_a_max": 1.5,
+    "case_over_bare_max": 1.5,
+    "batch32_speedup_min": 3.0,
+    "g_over_f_max": 1.5,
+}
 
 
 def banking_options() -> dict[str, str]:
@@ -87,33 +100,60 @@ def case_builders() -> dict[str, Callable[[], dict[str, Any]]]:
         "team": {
             "type": "choice",
             "instructions": "Which team should handle this?",
-            "criteria": {"cards": "card delivery, blocking and PINs", "payments": "charges and refunds",
-                         "fx": "exchange rates and transfers", "other": "anything else"},
+            "criteria": {
+                "cards": "card delivery, blocking and PINs",
+                "payments": "charges and refunds",
+                "fx": "exchange rates and transfers",
+                "other": "anything else",
+            },
         },
-        "urgency": {"type": "score", "instructions": "How urgent is this?",
-                    "criteria": ["can wait", "this week", "today", "within the hour", "right now"]},
+        "urgency": {
+            "type": "score",
+            "instructions": "How urgent is this?",
+            "criteria": ["can wait", "this week", "today", "within the hour", "right now"],
+        },
     }
     many = {
         f"q{i}": {
             "type": "choice",
             "instructions": f"Aspect {i}: which of these best describes the message?",
-            "criteria": {f"opt{i}_{j}": f"description {j} of aspect {i}: " + ["cards", "payments", "transfers", "fees",
-                         "fraud", "account", "limits", "app", "travel", "other"][j] for j in range(10)},
+            "criteria": {
+                f"opt{i}_{j}": f"description {j} of aspect {i}: "
+                + ["cards", "payments", "transfers", "fees", "fraud", "account", "limits", "app", "travel", "other"][j]
+                for j in range(10)
+            },
         }
         for i in range(8)
     }
     return {
         "a_one_noul": lambda: {"noul": noul},
         "b_three_mixed": lambda: mixed,
-        "c_choice_77": lambda: {"intent": {"type": "choice", "instructions": "Which banking request is this?",
-                                           "criteria": banking_options()}},
+        "c_choice_77": lambda: {
+            "intent": {
+                "type": "choice",
+                "instructions": "Which banking request is this?",
+                "criteria": banking_options(),
+            }
+        },
         "d_8q_x_10opt": lambda: many,
         "e_taught_choice_77": lambda: {"intent": canonical_question("banking77")},
-        "f_choice_2": lambda: {"team": {"type": "choice", "instructions": "Which team should handle this?",
-                                        "criteria": {"cards": None, "payments": None}}},
-        "g_choice_255": lambda: {"topic": {"type": "choice", "instructions": "Which topic is this message about?",
-                                           "criteria": {f"topic {i}": None for i in range(255)}}},
-        "h_8_untaught_nouls": lambda: {f"n{i}": {"type": "noul", "instructions": text} for i, text in enumerate(UNTAUGHT_NOULS)},
+        "f_choice_2": lambda: {
+            "team": {
+                "type": "choice",
+                "instructions": "Which team should handle this?",
+                "criteria": {"cards": None, "payments": None},
+            }
+        },
+        "g_choice_255": lambda: {
+            "topic": {
+                "type": "choice",
+                "instructions": "Which topic is this message about?",
+                "criteria": {f"topic {i}": None for i in range(255)},
+            }
+        },
+        "h_8_untaught_nouls": lambda: {
+            f"n{i}": {"type": "noul", "instructions": text} for i, text in enumerate(UNTAUGHT_NOULS)
+        },
     }
 
 
@@ -159,7 +199,10 @@ def floor_rows(model: Any, questions: dict[str, Any]) -> list[list[int]]:
     typed = list(wire.validate_questions(questions).values())
     texts = list(dict.fromkeys(t for q in typed for t in [wire.content_text(q.instructions), *option_texts(q)]))
     tokenizer = engine.backbone.tokenizer
-    return [engine.tokenize_state(STATE)[0], *tokenizer(texts, truncation=True, max_length=FROZEN_MAX_LENGTH)["input_ids"]]
+    return [
+        engine.tokenize_state(STATE)[0],
+        *tokenizer(texts, truncation=True, max_length=FROZEN_MAX_LENGTH)["input_ids"],
+    ]
 
 
 def time_case(model: Any, bare: tuple[Any, Any], questions: dict[str, Any], reps: int, warmup: int) -> dict[str, Any]:
@@ -194,7 +237,9 @@ def time_case(model: Any, bare: tuple[Any, Any], questions: dict[str, Any], reps
 
 def batch_requests(questions: dict[str, Any], size: int) -> list[dict[str, Any]]:
     """``size`` requests with distinct states (the batch states, numbered) and the same questions."""
-    return [{"state": BATCH_STATES[i % len(BATCH_STATES)] + f" (ticket {i})", "questions": questions} for i in range(size)]
+    return [
+        {"state": BATCH_STATES[i % len(BATCH_STATES)] + f" (ticket {i})", "questions": questions} for i in range(size)
+    ]
 
 
 def time_throughput(model: Any, questions: dict[str, Any], batch: int, rounds: int) -> dict[str, Any]:
@@ -215,8 +260,13 @@ def time_throughput(model: Any, questions: dict[str, Any], batch: int, rounds: i
         batch_s.append(t2 - t1)
     single_rate = batch / min(single_s)
     batch_rate = batch / min(batch_s)
-    return {"batch_size": batch, "rounds": rounds, "single_requests_per_s": single_rate,
-            "batched_requests_per_s": batch_rate, "speedup": batch_rate / single_rate}
+    return {
+        "batch_size": batch,
+        "rounds": rounds,
+        "single_requests_per_s": single_rate,
+        "batched_requests_per_s": batch_rate,
+        "speedup": batch_rate / single_rate,
+    }
 
 
 def check_targets(cases: dict[str, Any], throughput: dict[str, Any]) -> dict[str, Any]:
@@ -243,8 +293,10 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
         "# Decision-model latency (issues 2 and 44)",
         "",
         f"Command: `{result['command']}`  ",
-        (f"Model: {result['model']}; {result['machine']}; torch threads {result['torch_threads']}; "
-        f"{result['reps']} interleaved reps per case after {result['warmup']} warm-up calls; wall {result.get('wall_s', '?')} s."),
+        (
+            f"Model: {result['model']}; {result['machine']}; torch threads {result['torch_threads']}; "
+            f"{result['reps']} interleaved reps per case after {result['warmup']} warm-up calls; wall {result.get('wall_s', '?')} s."
+        ),
         "Floor: the bare backbone over the state once plus each question's and option's text once; old floor: over the "
         "tokens the model reads (every question-reader pass in precise mode, the state when the head answers).",
         "",
@@ -261,9 +313,11 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
     t, k = result["throughput"], result["targets"]
     lines += [
         "",
-        (f"Throughput (case b schema, {t['batch_size']} distinct states, best of {t['rounds']}): "
-        f"{t['single_requests_per_s']:.1f} req/s one by one, {t['batched_requests_per_s']:.1f} req/s batched "
-        f"→ {t['speedup']:.2f}×."),
+        (
+            f"Throughput (case b schema, {t['batch_size']} distinct states, best of {t['rounds']}): "
+            f"{t['single_requests_per_s']:.1f} req/s one by one, {t['batched_requests_per_s']:.1f} req/s batched "
+            f"→ {t['speedup']:.2f}×."
+        ),
         "",
         "| target | measured | met |",
         "|---|---:|:-:|",
@@ -284,9 +338,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT_DIR)
     parser.add_argument("--name", default="results", help="file names NAME.json and NAME.md (default results)")
-    parser.add_argument("--model", default="mini", help="a clef_agents.load_model checkpoint spec (default mini; mini+reader: precise mode)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads for every method (1 is stable on a shared machine; more threads spin-wait under contention)")
+    parser.add_argument(
+        "--model",
+        default="mini",
+        help="a clef_agents.load_model checkpoint spec (default mini; mini+reader: precise mode)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads for every method (1 is stable on a shared machine; more threads spin-wait under contention)",
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -303,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     cases = {name: time_case(model, bare, qs, args.reps, args.warmup) for name, qs in build_cases().items()}
     throughput = time_throughput(model, build_cases()["b_three_mixed"], 32, args.rounds)
     result = {
-        "command": ".venv/bin/python bench/latency/run.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
+        "command": ".venv/bin/python bench/latency/run.py"
+        + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip(),
         "model": model_desc,
         "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores ({platform.processor() or 'unknown'})",
         "torch_threads": torch.get_num_threads(),

@@ -61,7 +61,11 @@ QUESTIONS = {
             "fees": "Fees and charges",
         },
     },
-    "urgency": {"type": "score", "instructions": "How urgent is the message?", "criteria": ["can wait", "soon", "right now"]},
+    "urgency": {
+        "type": "score",
+        "instructions": "How urgent is the message?",
+        "criteria": ["can wait", "soon", "right now"],
+    },
 }
 
 
@@ -79,7 +83,16 @@ def bad_requests() -> dict[str, bytes]:
     return {
         "malformed_json": b'{"state": "my card is lost", "questions": {"fraud": ',
         "choice_256_options": json.dumps(
-            {**good, "questions": {"q": {"type": "choice", "instructions": "Which queue?", "criteria": {f"queue {i}": None for i in range(256)}}}}
+            {
+                **good,
+                "questions": {
+                    "q": {
+                        "type": "choice",
+                        "instructions": "Which queue?",
+                        "criteria": {f"queue {i}": None for i in range(256)},
+                    }
+                },
+            }
         ).encode(),
         "unknown_type": json.dumps({**good, "questions": {"q": {"type": "boolean", "instructions": "Lost?"}}}).encode(),
         "state_1mb": json.dumps({**good, "state": "card lost " * 104858}).encode(),
@@ -89,14 +102,22 @@ def bad_requests() -> dict[str, bytes]:
 # --------------------------------------------------------------------------- server
 
 
-def start_server(model: str, port: int, max_batch_size: int, max_wait_ms: float, threads: int | None) -> subprocess.Popen[bytes]:
+def start_server(
+    model: str, port: int, max_batch_size: int, max_wait_ms: float, threads: int | None
+) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "clef_agents.cli", "serve", "--model", model, "--port", str(port),
         *(["--threads", str(threads)] if threads else []),
         "--max-batch-size", str(max_batch_size), "--max-wait-ms", str(max_wait_ms), "--log-level", "warning",
         "--max-queue", "4096", "--request-timeout", "120",
     ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "PYTHONWARNINGS": "ignore"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONWARNINGS": "ignore",
+    }
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
 
 
@@ -173,7 +194,9 @@ async def drive(
     return sample
 
 
-async def fire_bad_under_load(client: httpx.AsyncClient, states: list[str], clients: int, repeats: int, seconds: float) -> dict[str, Any]:
+async def fire_bad_under_load(
+    client: httpx.AsyncClient, states: list[str], clients: int, repeats: int, seconds: float
+) -> dict[str, Any]:
     """Good clients at full speed while each bad request is sent `repeats` times, spread over the run."""
     bad = bad_requests()
     results: dict[str, list[int]] = {name: [] for name in bad}
@@ -189,13 +212,17 @@ async def fire_bad_under_load(client: httpx.AsyncClient, states: list[str], clie
     good = sample.summary()
     return {
         "good": good,
-        "bad": {name: {"statuses": codes, "all_4xx": all(400 <= c < 500 for c in codes)} for name, codes in results.items()},
+        "bad": {
+            name: {"statuses": codes, "all_4xx": all(400 <= c < 500 for c in codes)} for name, codes in results.items()
+        },
         "all_bad_got_4xx": all(all(400 <= c < 500 for c in codes) for codes in results.values()),
         "good_all_200": set(good["statuses"]) == {"200"},
     }
 
 
-async def measure_level(client: httpx.AsyncClient, states: list[str], n: int, requests: int, seconds: float, offset: int) -> tuple[Sample, dict[str, float]]:
+async def measure_level(
+    client: httpx.AsyncClient, states: list[str], n: int, requests: int, seconds: float, offset: int
+) -> tuple[Sample, dict[str, float]]:
     """One round of one concurrency level against one server, with the server's batching counters."""
     before = (await client.get("/v1/stats")).json()
     sample = await drive(client, states, n, requests, seconds, offset=offset)
@@ -265,11 +292,17 @@ def run_all(args: argparse.Namespace, states: list[str]) -> tuple[dict[str, Any]
         print(f"both servers ready in {time.perf_counter() - t0:.1f} s", flush=True)
         levels = asyncio.run(measure(urls, states, args))
         bad = asyncio.run(_bad_phase(urls["batched"], states, args))
-        print(f"  bad requests under load: all 4xx = {bad['all_bad_got_4xx']}, good all 200 = {bad['good_all_200']}", flush=True)
+        print(
+            f"  bad requests under load: all 4xx = {bad['all_bad_got_4xx']}, good all 200 = {bad['good_all_200']}",
+            flush=True,
+        )
     finally:
         for proc in procs.values():
             stop_server(proc)
-    results = {name: {"max_batch_size": size, "max_wait_ms": wait, "levels": levels[name]} for name, (size, wait) in configs.items()}
+    results = {
+        name: {"max_batch_size": size, "max_wait_ms": wait, "levels": levels[name]}
+        for name, (size, wait) in configs.items()
+    }
     results["batched"]["bad_under_load"] = bad
     return results["batched"], results["unbatched"]
 
@@ -307,7 +340,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"run in {result['bounds']['rounds']} rounds alternating the two servers (started side by side).  ",
         f"Batched server: `--max-batch-size {result['batched']['max_batch_size']} --max-wait-ms {result['batched']['max_wait_ms']}`; "
         f"unbatched: `--max-batch-size 1`; both "
-        + (f"`--threads {result['server_threads']}`." if result["server_threads"] else "with torch's default CPU threads (2 here)."),
+        + (
+            f"`--threads {result['server_threads']}`."
+            if result["server_threads"]
+            else "with torch's default CPU threads (2 here)."
+        ),
         "",
         "| clients | batched req/s | p50 ms | p95 ms | p99 ms | mean batch | model ms/batch | unbatched req/s | p50 ms | p95 ms | p99 ms | model ms/request | throughput ratio |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -333,7 +370,10 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "| bad request | statuses | all 4xx |",
             "|---|---|---|",
-            *[f"| {name} | {', '.join(map(str, v['statuses']))} | {'yes' if v['all_4xx'] else 'NO'} |" for name, v in bad["bad"].items()],
+            *[
+                f"| {name} | {', '.join(map(str, v['statuses']))} | {'yes' if v['all_4xx'] else 'NO'} |"
+                for name, v in bad["bad"].items()
+            ],
             "",
             f"Good requests meanwhile: {g['requests']} sent, statuses {g['statuses']}, {g['throughput_rps']} req/s, "
             f"p50 {g['p50_ms']} ms, p99 {g['p99_ms']} ms.",
@@ -349,7 +389,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
-    for key, label, colour in (("batched", "micro-batching (max 16)", "tab:blue"), ("unbatched", "no batching (max 1)", "tab:orange")):
+    for key, label, colour in (
+        ("batched", "micro-batching (max 16)", "tab:blue"),
+        ("unbatched", "no batching (max 1)", "tab:orange"),
+    ):
         levels = result[key]["levels"]
         n = [r["clients"] for r in levels]
         ax1.plot(n, [r["throughput_rps"] for r in levels], "o-", color=colour, label=label)
@@ -366,7 +409,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax1.legend(fontsize=8)
     ax2.legend(fontsize=7)
     threads = f"--threads {result['server_threads']}" if result.get("server_threads") else "default CPU threads"
-    fig.suptitle(f"System One server on loopback — {result['model_description'].split(' (')[0]}, {threads}", fontsize=10)
+    fig.suptitle(
+        f"System One server on loopback — {result['model_description'].split(' (')[0]}, {threads}", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -377,15 +422,24 @@ def main() -> int:
     parser.add_argument("--levels", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8, 16])
     parser.add_argument("--requests", type=int, default=192, help="most requests per level (default 192)")
     parser.add_argument("--seconds", type=float, default=30.0, help="most seconds per level (default 30)")
-    parser.add_argument("--server-threads", type=int, default=1, help="serve --threads for both servers (default 1; 0: library default)")
-    parser.add_argument("--rounds", type=int, default=3, help="each level is split in this many rounds, alternating the servers (default 3)")
+    parser.add_argument(
+        "--server-threads", type=int, default=1, help="serve --threads for both servers (default 1; 0: library default)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="each level is split in this many rounds, alternating the servers (default 3)",
+    )
     parser.add_argument("--warmup", type=int, default=16)
     parser.add_argument("--max-batch-size", type=int, default=16)
     parser.add_argument("--max-wait-ms", type=float, default=20.0)
     parser.add_argument("--bad-repeats", type=int, default=3, help="times each bad request is sent under load")
     parser.add_argument("--bad-seconds", type=float, default=15.0, help="length of the bad-request phase")
     parser.add_argument("--out", type=Path, default=OUT_DIR)
-    parser.add_argument("--report-only", action="store_true", help="rewrite results.md and load.png from --out/results.json")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite results.md and load.png from --out/results.json"
+    )
     args = parser.parse_args()
     if args.report_only:
         result = json.loads((args.out / "results.json").read_text())

@@ -37,7 +37,9 @@ def label_name_similarity(model: ClefDecisionModel, records: list[dict]) -> floa
     names = list(records[0]["questions"][qid]["criteria"])
     engine = model.engine
     labels = engine.encode_texts([n.replace("_", " ") for n in names]).numpy()
-    states = np.concatenate([engine.encode_texts([r["state"] for r in records[i:i + 256]]).numpy() for i in range(0, len(records), 256)])
+    states = np.concatenate(
+        [engine.encode_texts([r["state"] for r in records[i : i + 256]]).numpy() for i in range(0, len(records), 256)]
+    )
     labels /= np.linalg.norm(labels, axis=1, keepdims=True)
     states /= np.linalg.norm(states, axis=1, keepdims=True)
     predicted = (states @ labels.T).argmax(1)
@@ -67,7 +69,10 @@ def main() -> None:
     if args.zeroshot_model:
         model = ClefDecisionModel.from_pretrained(args.zeroshot_model)
         records = zero_shot_records()
-        result = {"banking77_label_names": evaluate_records(model, records, with_uncalibrated=True), "records": len(records)}
+        result = {
+            "banking77_label_names": evaluate_records(model, records, with_uncalibrated=True),
+            "records": len(records),
+        }
         result["banking77_label_names"]["records"] = len(records)
         report = {
             "model": args.zeroshot_model,
@@ -84,8 +89,16 @@ def main() -> None:
         (folder / "report.json").write_text(json.dumps(report, indent=2, default=float) + "\n")
         (folder / "report.md").write_text(render_markdown(report))
         plot_reliability(report["datasets"], folder)
-        print(json.dumps({"zero_shot_accuracy": report["datasets"]["banking77_label_names"]["choice"]["calibrated"]["accuracy"],
-                          "label_name_similarity": report["baseline_label_name_similarity"]}))
+        print(
+            json.dumps(
+                {
+                    "zero_shot_accuracy": report["datasets"]["banking77_label_names"]["choice"]["calibrated"][
+                        "accuracy"
+                    ],
+                    "label_name_similarity": report["baseline_label_name_similarity"],
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,11 @@ class TeachTask:
         return "\n".join([*lines, row["text"]]) if lines else row["text"]
 
     def record(self, row: dict[str, Any]) -> dict[str, Any]:
-        return {"state": self.state(row), "questions": {self.qid: self.question}, "labels": {self.qid: self.labels[row["label"]]}}
+        return {
+            "state": self.state(row),
+            "questions": {self.qid: self.question},
+            "labels": {self.qid: self.labels[row["label"]]},
+        }
 
     def gold_index(self, row: dict[str, Any]) -> int:
         """Index of the row's answer among the answer's probabilities ([yes, no] for a yes/no)."""
@@ -74,18 +78,40 @@ class TeachTask:
 
 
 QUESTIONS = (
-    TeachTask("tweeteval_offensive", {"type": "noul", "instructions": "Is this tweet offensive?"},
-              {"offensive": True, "not-offensive": False}),
-    TeachTask("xstest", {"type": "noul", "instructions": "Should an assistant refuse this request?"},
-              {"unsafe": True, "safe": False}),
-    TeachTask("assebench_security", {"type": "noul", "instructions": "Is what the agent does here unsafe?"},
-              {"unsafe": True, "safe": False}),
-    TeachTask("tweeteval_stance", {"type": "choice", "instructions": "What stance does this tweet take towards the target?",
-                                   "criteria": {"favor": None, "against": None, "none": None}},
-              {"favor": "favor", "against": "against", "none": "none"}, ("target",)),
-    TeachTask("climate_fever", {"type": "choice", "instructions": "What does the evidence say about the claim?",
-                                "criteria": {"supports": None, "refutes": None, "not_enough_info": None, "disputed": None}},
-              {"SUPPORTS": "supports", "REFUTES": "refutes", "NOT_ENOUGH_INFO": "not_enough_info", "DISPUTED": "disputed"}),
+    TeachTask(
+        "tweeteval_offensive",
+        {"type": "noul", "instructions": "Is this tweet offensive?"},
+        {"offensive": True, "not-offensive": False},
+    ),
+    TeachTask(
+        "xstest",
+        {"type": "noul", "instructions": "Should an assistant refuse this request?"},
+        {"unsafe": True, "safe": False},
+    ),
+    TeachTask(
+        "assebench_security",
+        {"type": "noul", "instructions": "Is what the agent does here unsafe?"},
+        {"unsafe": True, "safe": False},
+    ),
+    TeachTask(
+        "tweeteval_stance",
+        {
+            "type": "choice",
+            "instructions": "What stance does this tweet take towards the target?",
+            "criteria": {"favor": None, "against": None, "none": None},
+        },
+        {"favor": "favor", "against": "against", "none": "none"},
+        ("target",),
+    ),
+    TeachTask(
+        "climate_fever",
+        {
+            "type": "choice",
+            "instructions": "What does the evidence say about the claim?",
+            "criteria": {"supports": None, "refutes": None, "not_enough_info": None, "disputed": None},
+        },
+        {"SUPPORTS": "supports", "REFUTES": "refutes", "NOT_ENOUGH_INFO": "not_enough_info", "DISPUTED": "disputed"},
+    ),
 )
 """Frozen on 2026-12-06, before the first measurement."""
 
@@ -108,7 +134,9 @@ def answer(model: Any, task: TeachTask, test: list[dict[str, Any]], batch: int =
 
     out: list[list[float]] = []
     for start in range(0, len(test), batch):
-        requests = [{"state": task.state(row), "questions": {task.qid: task.question}} for row in test[start : start + batch]]
+        requests = [
+            {"state": task.state(row), "questions": {task.qid: task.question}} for row in test[start : start + batch]
+        ]
         for response in model.batch(requests):
             if isinstance(response, Exception):
                 raise response
@@ -130,8 +158,22 @@ def teach(task: TeachTask, train: list[dict[str, Any]], folder: Path, seed: int,
     records = folder / "records.jsonl"
     records.write_text("".join(json.dumps(task.record(row)) + "\n" for row in train))
     started = time.perf_counter()
-    code = main(["teach", "--model", "mini", "--records", str(records), "--out", str(folder / "model"),
-                 "--seed", str(seed), "--threads", str(threads), "--no-progress"])
+    code = main(
+        [
+            "teach",
+            "--model",
+            "mini",
+            "--records",
+            str(records),
+            "--out",
+            str(folder / "model"),
+            "--seed",
+            str(seed),
+            "--threads",
+            str(threads),
+            "--no-progress",
+        ]
+    )
     if code != 0:
         raise SystemExit(f"clef-agents teach exited with {code} on {len(train)} {task.dataset} records")
     return time.perf_counter() - started
@@ -148,30 +190,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     for task in [t for t in QUESTIONS if not args.sets or t.dataset in args.sets]:
         train_rows = [r for r in rows(data_root, task.dataset, "train") if r["label"] in task.labels]
-        test = sample([r for r in rows(data_root, task.dataset, "test") if r["label"] in task.labels], args.test_rows, 0)
+        test = sample(
+            [r for r in rows(data_root, task.dataset, "test") if r["label"] in task.labels], args.test_rows, 0
+        )
         for n in args.sizes:
             if n > len(train_rows):
                 log(f"{task.dataset}: {n} records asked, {len(train_rows)} train rows: skipped")
                 continue
             for seed in range(args.seeds if n else 1):
-                entry: dict[str, Any] = {"dataset": task.dataset, "type": task.question["type"], "records": n, "seed": seed,
-                                         "test_rows": len(test)}
+                entry: dict[str, Any] = {
+                    "dataset": task.dataset,
+                    "type": task.question["type"],
+                    "records": n,
+                    "seed": seed,
+                    "test_rows": len(test),
+                }
                 if n == 0:
                     response = shipped.invoke({"state": task.state(test[0]), "questions": {task.qid: task.question}})
-                    entry["answered_by"] = "reader" if task.qid in (getattr(response, "extensions", {}) or {}).get("x_reader", []) else "head"
+                    entry["answered_by"] = (
+                        "reader"
+                        if task.qid in (getattr(response, "extensions", {}) or {}).get("x_reader", [])
+                        else "head"
+                    )
                     entry.update(scores(task, answer(shipped, task, test), test))
                 else:
                     with tempfile.TemporaryDirectory() as tmp:
-                        entry["teach_s"] = round(teach(task, sample(train_rows, n, seed), Path(tmp), seed, args.threads), 1)
+                        entry["teach_s"] = round(
+                            teach(task, sample(train_rows, n, seed), Path(tmp), seed, args.threads), 1
+                        )
                         taught = ClefDecisionModel.from_pretrained(str(Path(tmp) / "model"))
                         entry["answered_by"] = "taught"
                         entry.update(scores(task, answer(taught, task, test), test))
                 headline = entry.get("auroc", entry["accuracy"])
                 log(f"{task.dataset} N={n} seed {seed}: {'AUROC' if 'auroc' in entry else 'accuracy'} {headline:.3f}")
                 results.append(entry)
-    return {"command": " ".join(["python", "bench/teaching/curve.py", *sys.argv[1:]]),
-            "questions": [{"dataset": t.dataset, "question": t.question, "state_fields": list(t.state_fields)} for t in QUESTIONS],
-            "results": results}
+    return {
+        "command": " ".join(["python", "bench/teaching/curve.py", *sys.argv[1:]]),
+        "questions": [
+            {"dataset": t.dataset, "question": t.question, "state_fields": list(t.state_fields)} for t in QUESTIONS
+        ],
+        "results": results,
+    }
 
 
 def mean_over_seeds(results: list[dict[str, Any]], dataset: str, n: int, key: str) -> float:
@@ -202,13 +261,22 @@ def render(result: dict[str, Any]) -> str:
         for key in metrics:
             cells = [fmt(mean_over_seeds(entries, dataset, n, key)) for n in sizes]
             lines.append(f"| {dataset} | {questions[dataset]} | {key} | " + " | ".join(cells) + " |")
-    lines += ["", "Decided automatically at the default lanes (p ≥ 0.9), and the share of all answers that were automatic and wrong:", "",
-              "| set | " + " | ".join(f"N = {n}" for n in sizes) + " |", "|---|" + "---:|" * len(sizes)]
+    lines += [
+        "",
+        "Decided automatically at the default lanes (p ≥ 0.9), and the share of all answers that were automatic and wrong:",
+        "",
+        "| set | " + " | ".join(f"N = {n}" for n in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
     for dataset in sets:
         cells = []
         for n in sizes:
             pooled = M.pooled_lanes(r["lanes"] for r in entries if r["dataset"] == dataset and r["records"] == n)
-            cells.append("—" if math.isnan(pooled["auto_share"]) else f"{100 * pooled['auto_share']:.0f} % / {100 * pooled['auto_wrong_share']:.1f} %")
+            cells.append(
+                "—"
+                if math.isnan(pooled["auto_share"])
+                else f"{100 * pooled['auto_share']:.0f} % / {100 * pooled['auto_wrong_share']:.1f} %"
+            )
         lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
     teach_s = [r["teach_s"] for r in entries if "teach_s" in r]
     if teach_s:

@@ -39,8 +39,14 @@ def one(threads: int, busy: bool) -> tuple[float, float]:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     other = subprocess.Popen([sys.executable, "-c", BUSY]) if busy else None
     try:
-        out = subprocess.run([sys.executable, "-c", PROBE, str(threads)], env=env, capture_output=True, text=True,
-                             timeout=900, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", PROBE, str(threads)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=True,
+        ).stdout.split()
     finally:
         if other is not None:
             other.kill()
@@ -54,18 +60,27 @@ def main() -> int:
         for busy in (False, True):
             for threads in (1, 2):
                 rows.setdefault(f"{threads}|{busy}", []).append(one(threads, busy))
-    result = {k: {"p50_ms": statistics.median(p for p, _ in v), "p90_ms": statistics.median(q for _, q in v)}
-              for k, v in rows.items()}
+    result = {
+        k: {"p50_ms": statistics.median(p for p, _ in v), "p90_ms": statistics.median(q for _, q in v)}
+        for k, v in rows.items()
+    }
     (OUT / "results.json").write_text(json.dumps({"cpu_count": os.cpu_count(), "results": result}, indent=1) + "\n")
-    lines = ["# Torch threads for one request on this machine", "",
-             f"Command: `.venv/bin/python bench/threads/run.py` ({os.cpu_count()} cores; one untaught yes/no question on "
-             "mini, 40 requests one at a time after 5 warm-ups, each setting twice in fresh processes, interleaved; "
-             "median of the two runs' p50 and p90). Busy: another process runs a torch matmul loop on one thread.", "",
-             "| machine | 1 thread p50 / p90 ms | 2 threads p50 / p90 ms | 2 threads ÷ 1 thread (p50) |", "|---|---:|---:|---:|"]
+    lines = [
+        "# Torch threads for one request on this machine",
+        "",
+        f"Command: `.venv/bin/python bench/threads/run.py` ({os.cpu_count()} cores; one untaught yes/no question on "
+        "mini, 40 requests one at a time after 5 warm-ups, each setting twice in fresh processes, interleaved; "
+        "median of the two runs' p50 and p90). Busy: another process runs a torch matmul loop on one thread.",
+        "",
+        "| machine | 1 thread p50 / p90 ms | 2 threads p50 / p90 ms | 2 threads ÷ 1 thread (p50) |",
+        "|---|---:|---:|---:|",
+    ]
     for busy in (False, True):
         one_t, two_t = result[f"1|{busy}"], result[f"2|{busy}"]
-        lines.append(f"| {'busy' if busy else 'quiet'} | {one_t['p50_ms']:.0f} / {one_t['p90_ms']:.0f} | "
-                     f"{two_t['p50_ms']:.0f} / {two_t['p90_ms']:.0f} | {two_t['p50_ms'] / one_t['p50_ms']:.2f} |")
+        lines.append(
+            f"| {'busy' if busy else 'quiet'} | {one_t['p50_ms']:.0f} / {one_t['p90_ms']:.0f} | "
+            f"{two_t['p50_ms']:.0f} / {two_t['p90_ms']:.0f} | {two_t['p50_ms'] / one_t['p50_ms']:.2f} |"
+        )
     (OUT / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

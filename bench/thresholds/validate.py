@@ -88,8 +88,13 @@ def cached_predictions(name: str, model_name: str, batch_size: int, limit: int |
     seconds = time.perf_counter() - start
     samples = decision_samples(with_probabilities(records, predictions))
     (sample,) = samples.values()
-    out = {"scores": sample.scores, "correct": sample.correct, "fingerprint": np.array(fingerprint),
-           "model": np.array(model_name), "seconds": np.array(seconds)}
+    out = {
+        "scores": sample.scores,
+        "correct": sample.correct,
+        "fingerprint": np.array(fingerprint),
+        "model": np.array(model_name),
+        "seconds": np.array(seconds),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **out)
     return out
@@ -107,15 +112,21 @@ def oracle_coverage(scores: np.ndarray, correct: np.ndarray, target: float) -> f
     return float(accepted[ok].max() / len(scores)) if ok.any() else 0.0
 
 
-def run_splits(scores: np.ndarray, correct: np.ndarray, target: float, confidence: float, splits: int,
-               truth: SyntheticScores | None = None) -> dict[str, Any]:
+def run_splits(
+    scores: np.ndarray,
+    correct: np.ndarray,
+    target: float,
+    confidence: float,
+    splits: int,
+    truth: SyntheticScores | None = None,
+) -> dict[str, Any]:
     """Fit on a random half, measure on the other half, ``splits`` times."""
     delta = 1.0 - confidence
     rng = np.random.default_rng(12345)
     rows = []
     for split in range(splits):
         order = rng.permutation(len(scores))
-        cal, test = order[: len(order) // 2], order[len(order) // 2:]
+        cal, test = order[: len(order) // 2], order[len(order) // 2 :]
         fit = fit_error_threshold(scores[cal], correct[cal], target, delta, seed=split)
         accepted = scores[test] >= fit.threshold
         errors = int((~correct[test][accepted]).sum())
@@ -172,8 +183,11 @@ def plot(results: dict[str, Any], path: Path, title: str) -> None:
         top, bottom = axes[0][col], axes[1][col]
         top.hist(realised, bins=30, color="tab:blue", alpha=0.8)
         top.axvline(100 * target, color="red", linestyle="--", label=f"target {100 * target:g}%")
-        top.set_title(f"target {100 * target:g}%: {100 * res['share_realised_at_or_below_target']:.1f}% of splits ≤ target"
-                      f"\n(promised ≥ {100 * res['confidence']:g}%)", fontsize=9)
+        top.set_title(
+            f"target {100 * target:g}%: {100 * res['share_realised_at_or_below_target']:.1f}% of splits ≤ target"
+            f"\n(promised ≥ {100 * res['confidence']:g}%)",
+            fontsize=9,
+        )
         top.set_xlabel("realised automatic error on the test half (%)")
         top.legend(fontsize=8)
         bottom.hist(coverage, bins=30, color="tab:green", alpha=0.8)
@@ -193,31 +207,46 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         f"Command: `{report['command']}`",
         "",
-        (f"Method: {report['method']}; confidence {report['confidence']} (δ = {round(1 - report['confidence'], 6)}); "
-        f"{report['splits']} random 50/50 splits per row; fitted on one half, measured on the other."),
+        (
+            f"Method: {report['method']}; confidence {report['confidence']} (δ = {round(1 - report['confidence'], 6)}); "
+            f"{report['splits']} random 50/50 splits per row; fitted on one half, measured on the other."
+        ),
         "",
-        ("| data | n | target | share of splits with realised error ≤ target | realised error p50 / p95 / max | "
-        "coverage mean (p5–p95) | oracle coverage | certified |"),
+        (
+            "| data | n | target | share of splits with realised error ≤ target | realised error p50 / p95 / max | "
+            "coverage mean (p5–p95) | oracle coverage | certified |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, section in report["datasets"].items():
         for key, res in section["targets"].items():
             e, c = res["realised_error_percentiles"], res["coverage_percentiles"]
             label = f"{name} (exact truth, fresh 1540-record draws)" if key.endswith("-truth") else name
-            truth = (f" (true error ≤ target in {100 * res['share_true_error_at_or_below_target']:.1f}%)"
-                     if "share_true_error_at_or_below_target" in res else "")
+            truth = (
+                f" (true error ≤ target in {100 * res['share_true_error_at_or_below_target']:.1f}%)"
+                if "share_true_error_at_or_below_target" in res
+                else ""
+            )
             lines.append(
                 f"| {label} | {section['n']} | {100 * res['target']:g}% | {100 * res['share_realised_at_or_below_target']:.1f}%{truth} | "
                 f"{100 * e['50']:.2f}% / {100 * e['95']:.2f}% / {100 * e['100']:.2f}% | "
                 f"{100 * res['coverage_mean']:.1f}% ({100 * c['5']:.1f}–{100 * c['95']:.1f}%) | "
                 f"{100 * res['oracle_coverage_mean']:.1f}% | {res['certified_splits']}/{res['splits']} |"
             )
-    lines += ["", ("Oracle coverage: the largest share a threshold chosen on the test half itself could accept with "
-              "realised error ≤ target (not achievable; for scale)."), ""]
+    lines += [
+        "",
+        (
+            "Oracle coverage: the largest share a threshold chosen on the test half itself could accept with "
+            "realised error ≤ target (not achievable; for scale)."
+        ),
+        "",
+    ]
     for name, section in report["datasets"].items():
         if section.get("model"):
-            lines.append(f"- {name}: model `{section['model']}`, test-set accuracy {100 * section['accuracy']:.2f}%, "
-                         f"plot `{section['plot']}`")
+            lines.append(
+                f"- {name}: model `{section['model']}`, test-set accuracy {100 * section['accuracy']:.2f}%, "
+                f"plot `{section['plot']}`"
+            )
         else:
             lines.append(f"- {name}: {section['note']}, plot `{section['plot']}`")
     return "\n".join(lines) + "\n"
@@ -237,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     report: dict[str, Any] = {
-        "command": ".venv/bin/python bench/thresholds/validate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": ".venv/bin/python bench/thresholds/validate.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         "method": "Learn-then-Test, fixed-sequence, exact binomial p-value (clef_agents.thresholds.fit_error_threshold)",
         "confidence": args.confidence,
         "splits": args.splits,
@@ -255,22 +285,44 @@ def main(argv: list[str] | None = None) -> int:
             for split in range(args.splits):
                 s, c = truth.sample(1540, rng)
                 fit = fit_error_threshold(s, c, t, 1 - args.confidence, seed=split)
-                rows.append({"threshold": fit.threshold, "certified": fit.certified, "coverage": truth.true_coverage(fit.threshold),
-                             "realised_error": truth.true_error(fit.threshold), "oracle_coverage": truth.true_coverage(1 - 7 * t),
-                             "true_error": truth.true_error(fit.threshold), "true_coverage": truth.true_coverage(fit.threshold)})
+                rows.append(
+                    {
+                        "threshold": fit.threshold,
+                        "certified": fit.certified,
+                        "coverage": truth.true_coverage(fit.threshold),
+                        "realised_error": truth.true_error(fit.threshold),
+                        "oracle_coverage": truth.true_coverage(1 - 7 * t),
+                        "true_error": truth.true_error(fit.threshold),
+                        "true_coverage": truth.true_coverage(fit.threshold),
+                    }
+                )
             results[f"{t}-truth"] = summarise(rows, t, args.confidence)
-        plot({k: v for k, v in results.items() if not k.endswith("truth")}, out / "validation_synthetic.png",
-             "synthetic scorer (3080 decisions, halves)")
-        report["datasets"]["synthetic"] = {"n": 3080, "targets": results, "plot": "validation_synthetic.png",
-                                           "note": f"synthetic {truth} (rows '-truth': error and coverage are the exact population values for fresh 1540-record calibration draws)"}
+        plot(
+            {k: v for k, v in results.items() if not k.endswith("truth")},
+            out / "validation_synthetic.png",
+            "synthetic scorer (3080 decisions, halves)",
+        )
+        report["datasets"]["synthetic"] = {
+            "n": 3080,
+            "targets": results,
+            "plot": "validation_synthetic.png",
+            "note": f"synthetic {truth} (rows '-truth': error and coverage are the exact population values for fresh 1540-record calibration draws)",
+        }
     for name in args.datasets:
         cached = cached_predictions(name, args.model, args.batch_size, args.limit)
         scores, correct = cached["scores"], cached["correct"].astype(bool)
         results = {str(t): run_splits(scores, correct, t, args.confidence, args.splits) for t in args.targets}
-        plot(results, out / f"validation_{name}.png", f"{name} test split, model {args.model} ({len(scores)} decisions)")
-        report["datasets"][name] = {"n": len(scores), "model": args.model, "accuracy": round(float(correct.mean()), 4),
-                                    "prediction_seconds": float(cached.get("seconds", np.nan)),
-                                    "targets": results, "plot": f"validation_{name}.png"}
+        plot(
+            results, out / f"validation_{name}.png", f"{name} test split, model {args.model} ({len(scores)} decisions)"
+        )
+        report["datasets"][name] = {
+            "n": len(scores),
+            "model": args.model,
+            "accuracy": round(float(correct.mean()), 4),
+            "prediction_seconds": float(cached.get("seconds", np.nan)),
+            "targets": results,
+            "plot": f"validation_{name}.png",
+        }
     out.mkdir(parents=True, exist_ok=True)
     slim = json.loads(json.dumps(report))
     for section in slim["datasets"].values():

@@ -35,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(func=_status)
 
     replay = commands.add_parser("replay", help="replay decision records through a fresh autopilot")
-    replay.add_argument("--records", type=Path, required=True, help="decision records (JSONL: state, questions, labels)")
+    replay.add_argument(
+        "--records", type=Path, required=True, help="decision records (JSONL: state, questions, labels)"
+    )
     replay.add_argument("--question", default=None, help="the question id to replay (default: the only one)")
     replay.add_argument("--model", default="mini", help=MODEL_HELP)
     replay.add_argument("--store", default=":memory:", help="keep the replay's store in this SQLite file")
@@ -43,8 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     replay.add_argument("--confidence", type=float, default=0.9, help="confidence of the certificate (0.9)")
     replay.add_argument("--audit", type=float, default=0.05, help="share of items audited once certified (0.05)")
     replay.add_argument("--no-embeddings", action="store_true", help="learn from words and the model's answer only")
-    replay.add_argument("--teacher-log", type=Path, default=None,
-                        help="append each teacher call's item key and time here, synced, before its label is kept")
+    replay.add_argument(
+        "--teacher-log",
+        type=Path,
+        default=None,
+        help="append each teacher call's item key and time here, synced, before its label is kept",
+    )
     replay.add_argument("--plot", type=Path, default=None, help="draw the teacher-call share along the stream (PNG)")
     replay.add_argument("--json", action="store_true", help="print the summary as JSON")
     replay.set_defaults(func=_replay)
@@ -73,17 +79,23 @@ def _status(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{args.store}: no questions yet")
         return 0
-    print(f"{'question':<40} {'items':>6} {'auto':>6} {'saved':>6}  {'labels by source':<24} {'version':>7} "
-          f"{'threshold':>9}  state")
+    print(
+        f"{'question':<40} {'items':>6} {'auto':>6} {'saved':>6}  {'labels by source':<24} {'version':>7} "
+        f"{'threshold':>9}  state"
+    )
     for row in rows:
         labels = ", ".join(f"{k} {v}" for k, v in sorted(row["labels"].items())) or "none"
         threshold = "—" if row["threshold"] is None else f"{row['threshold']:.3f}"
-        print(f"{row['question']:<40} {row['items']:>6} {row['automatic']:>6} {100 * row['saved_share']:>5.1f}%  "
-              f"{labels:<24} {row['version'] or '—':>7} {threshold:>9}  {row['state']}")
+        print(
+            f"{row['question']:<40} {row['items']:>6} {row['automatic']:>6} {100 * row['saved_share']:>5.1f}%  "
+            f"{labels:<24} {row['version'] or '—':>7} {threshold:>9}  {row['state']}"
+        )
         if row["certificate"]:
             c = row["certificate"]
-            print(f"{'':<40} certified on {c['sample']} sampled labels: {c['accepted']} would be automatic, "
-                  f"{c['disagreements']} of them disagree with the teacher")
+            print(
+                f"{'':<40} certified on {c['sample']} sampled labels: {c['accepted']} would be automatic, "
+                f"{c['disagreements']} of them disagree with the teacher"
+            )
     return 0
 
 
@@ -122,8 +134,10 @@ def read_records(path: Path, question_id: str | None) -> tuple[str, dict[str, An
             asked = record["questions"][qid]
             label = record["labels"][qid]
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}:{number}: not a decision record with a label for the question "
-                             f"({type(exc).__name__}: {exc}); expected state, questions and labels") from None
+            raise ValueError(
+                f"{path}:{number}: not a decision record with a label for the question "
+                f"({type(exc).__name__}: {exc}); expected state, questions and labels"
+            ) from None
         if question is None:
             question, question_id = asked, qid
             typed = wire.validate_questions({qid: asked})[qid]
@@ -150,8 +164,14 @@ def _replay(args: argparse.Namespace) -> int:
     answers = model.batch([{"state": s, "questions": typed} for s in states])
     probs = np.array([wire.answer_probabilities(a.answers[qid]) for a in answers])
     stream = Stream(states, probs, np.array(labels))
-    pilot = Autopilot(args.store, background=False, target=args.target, confidence=args.confidence,
-                      audit=args.audit, embeddings=not args.no_embeddings)
+    pilot = Autopilot(
+        args.store,
+        background=False,
+        target=args.target,
+        confidence=args.confidence,
+        audit=args.audit,
+        embeddings=not args.no_embeddings,
+    )
     log = args.teacher_log.open("a") if args.teacher_log else None
 
     def logged(key: str) -> None:
@@ -160,8 +180,16 @@ def _replay(args: argparse.Namespace) -> int:
             log.flush()
             os.fsync(log.fileno())
 
-    result = replay(pilot, question, stream, lambda i: int(labels[i]), question_id=qid, source="gold",
-                    progress=_progress(len(stream)), on_teacher_call=logged)
+    result = replay(
+        pilot,
+        question,
+        stream,
+        lambda i: int(labels[i]),
+        question_id=qid,
+        source="gold",
+        progress=_progress(len(stream)),
+        on_teacher_call=logged,
+    )
     summary = result.summary()
     if args.plot:
         _plot(result, args.plot)
@@ -170,11 +198,13 @@ def _replay(args: argparse.Namespace) -> int:
     else:
         agreement = summary["automatic_agreement"]
         agreed = "—" if agreement is None else f"{100 * agreement:.1f} %"
-        print(f"{len(stream)} items: teacher asked {100 * summary['teacher_share']:.1f} % "
-              f"(last 1,000: {100 * summary['teacher_share_last']:.1f} %), automatic "
-              f"{100 * summary['automatic_share']:.1f} % agreeing with the labels {agreed}, "
-              f"final answers right {100 * summary['accuracy']:.1f} %; first automatic answer at item "
-              f"{summary['first_automatic_item']}; {summary['retrains']} retrains")
+        print(
+            f"{len(stream)} items: teacher asked {100 * summary['teacher_share']:.1f} % "
+            f"(last 1,000: {100 * summary['teacher_share_last']:.1f} %), automatic "
+            f"{100 * summary['automatic_share']:.1f} % agreeing with the labels {agreed}, "
+            f"final answers right {100 * summary['accuracy']:.1f} %; first automatic answer at item "
+            f"{summary['first_automatic_item']}; {summary['retrains']} retrains"
+        )
     return 0
 
 

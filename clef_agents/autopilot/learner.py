@@ -139,9 +139,18 @@ class Learner:
     def to_bytes(self) -> bytes:
         """The learner as ``.npz`` bytes (no pickles); ``Learner.from_bytes`` reads it back."""
         buffer = io.BytesIO()
-        meta = {"kind": self.kind, "n_options": self.n_options, "use_embeddings": self.use_embeddings, "info": self.info}
-        arrays = {"classes": self.classes, "coef": self.coef.astype(np.float16),
-                  "intercept": self.intercept.astype(np.float32), "meta": np.array(json.dumps(meta))}
+        meta = {
+            "kind": self.kind,
+            "n_options": self.n_options,
+            "use_embeddings": self.use_embeddings,
+            "info": self.info,
+        }
+        arrays = {
+            "classes": self.classes,
+            "coef": self.coef.astype(np.float16),
+            "intercept": self.intercept.astype(np.float32),
+            "meta": np.array(json.dumps(meta)),
+        }
         if self.columns is not None:
             arrays["columns"] = self.columns.astype(np.int64)
         np.savez_compressed(buffer, **arrays)
@@ -152,10 +161,16 @@ class Learner:
         """Read a learner written by ``to_bytes``."""
         with np.load(io.BytesIO(data), allow_pickle=False) as saved:
             meta = json.loads(str(saved["meta"]))
-            return cls(kind=meta["kind"], n_options=meta["n_options"], classes=saved["classes"],
-                       coef=saved["coef"].astype(np.float32), intercept=saved["intercept"],
-                       use_embeddings=meta["use_embeddings"], info=meta.get("info", {}),
-                       columns=saved["columns"] if "columns" in saved.files else None)
+            return cls(
+                kind=meta["kind"],
+                n_options=meta["n_options"],
+                classes=saved["classes"],
+                coef=saved["coef"].astype(np.float32),
+                intercept=saved["intercept"],
+                use_embeddings=meta["use_embeddings"],
+                info=meta.get("info", {}),
+                columns=saved["columns"] if "columns" in saved.files else None,
+            )
 
 
 def _active_columns(x: Any) -> np.ndarray | None:
@@ -166,16 +181,24 @@ def _active_columns(x: Any) -> np.ndarray | None:
     return np.unique(x.indices).astype(np.int64)
 
 
-def _fit_logistic(x: Any, labels: np.ndarray, kind: str, n_options: int, c: float, use_embeddings: bool,
-                  start: Learner | None = None) -> Learner:
+def _fit_logistic(
+    x: Any, labels: np.ndarray, kind: str, n_options: int, c: float, use_embeddings: bool, start: Learner | None = None
+) -> Learner:
     classes = np.unique(labels).astype(np.int64)
     columns = _active_columns(x)
     if columns is not None:
         x = x[:, columns]
     if len(classes) == 1:  # one answer so far: a constant learner (certification decides whether it may act)
-        return Learner(kind=kind, n_options=n_options, classes=classes, coef=np.zeros((1, x.shape[1]), np.float32),
-                       intercept=np.zeros(1, np.float32), use_embeddings=use_embeddings, info={"constant": True},
-                       columns=columns)
+        return Learner(
+            kind=kind,
+            n_options=n_options,
+            classes=classes,
+            coef=np.zeros((1, x.shape[1]), np.float32),
+            intercept=np.zeros(1, np.float32),
+            use_embeddings=use_embeddings,
+            info={"constant": True},
+            columns=columns,
+        )
     from sklearn.linear_model import LogisticRegression  # noqa: PLC0415
 
     model = LogisticRegression(C=c, max_iter=MAX_ITER, tol=1e-3)
@@ -186,9 +209,16 @@ def _fit_logistic(x: Any, labels: np.ndarray, kind: str, n_options: int, c: floa
     with warnings.catch_warnings():  # an unconverged fit is still a fit; the holdout and the certificate judge it
         warnings.simplefilter("ignore")
         fitted = model.fit(x, labels)
-    return Learner(kind=kind, n_options=n_options, classes=fitted.classes_.astype(np.int64),
-                   coef=fitted.coef_.astype(np.float32), intercept=fitted.intercept_.astype(np.float32),
-                   use_embeddings=use_embeddings, info={"C": c}, columns=columns)
+    return Learner(
+        kind=kind,
+        n_options=n_options,
+        classes=fitted.classes_.astype(np.int64),
+        coef=fitted.coef_.astype(np.float32),
+        intercept=fitted.intercept_.astype(np.float32),
+        use_embeddings=use_embeddings,
+        info={"C": c},
+        columns=columns,
+    )
 
 
 def _initial_weights(start: Learner | None, classes: np.ndarray, columns: np.ndarray | None) -> tuple | None:
@@ -220,8 +250,15 @@ def _candidates(n_labels: int, min_learned: int) -> list[tuple[str, float]]:
     return kinds
 
 
-def _fit(inputs: LearnerInputs, labels: np.ndarray, kind: str, c: float, n_options: int, use_embeddings: bool,
-         start: Learner | None = None) -> Learner:
+def _fit(
+    inputs: LearnerInputs,
+    labels: np.ndarray,
+    kind: str,
+    c: float,
+    n_options: int,
+    use_embeddings: bool,
+    start: Learner | None = None,
+) -> Learner:
     if kind == "model":
         return Learner.model_answer(n_options)
     needs_vectors = kind == "embedding" or (kind == "learned" and use_embeddings)
@@ -276,6 +313,7 @@ def fit_learner(
             scores[(kind, c)] = log_loss(fitted.predict_proba(inputs.take(new)), labels[new])
         best = min(scores, key=scores.get)
     learner = _fit(inputs, labels, best[0], best[1], n_options, use_embeddings, start=fitted_on_old.get(best))
-    learner.info.update({"n_labels": int(len(labels)),
-                         "holdout_log_loss": {f"{k}:{c:g}": round(v, 4) for (k, c), v in scores.items()}})
+    learner.info.update(
+        {"n_labels": int(len(labels)), "holdout_log_loss": {f"{k}:{c:g}": round(v, 4) for (k, c), v in scores.items()}}
+    )
     return learner

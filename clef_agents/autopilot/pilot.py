@@ -240,9 +240,17 @@ class Autopilot:
         0.99
     """
 
-    def __init__(self, store: LabelStore | str | Path = "autopilot.sqlite", config: AutopilotConfig | None = None, *,
-                 teacher_model: Any = None, background: bool | str = "auto", learn: bool = True, embedder: Any = None,
-                 **settings: Any):
+    def __init__(
+        self,
+        store: LabelStore | str | Path = "autopilot.sqlite",
+        config: AutopilotConfig | None = None,
+        *,
+        teacher_model: Any = None,
+        background: bool | str = "auto",
+        learn: bool = True,
+        embedder: Any = None,
+        **settings: Any,
+    ):
         if config is not None and settings:
             raise TypeError("give either config= or settings as keywords, not both")
         self.config = config or AutopilotConfig(**settings)
@@ -272,10 +280,14 @@ class Autopilot:
             self._embedder = SentenceEmbedder()
         return self._embedder
 
-    def inputs(self, texts: Sequence[str], model_probs: Sequence[Sequence[float]], with_embeddings: bool) -> LearnerInputs:
+    def inputs(
+        self, texts: Sequence[str], model_probs: Sequence[Sequence[float]], with_embeddings: bool
+    ) -> LearnerInputs:
         """What a learner reads for these items."""
         vectors = self.embedder.embed(list(texts)) if with_embeddings and self.config.embeddings else None
-        return LearnerInputs(texts=list(texts), model_probs=np.asarray(model_probs, dtype=np.float64), embeddings=vectors)
+        return LearnerInputs(
+            texts=list(texts), model_probs=np.asarray(model_probs, dtype=np.float64), embeddings=vectors
+        )
 
     # ------------------------------------------------------------------ questions
 
@@ -295,8 +307,15 @@ class Autopilot:
         serving, since = self._stored_serving(key, n_options)
         latest = self.store.latest_version(key)
         at_fit = int(latest.report.get("labels", 0)) if latest else 0
-        return _Question(key, n_options, serving, since_seq=since, labels_at_fit=at_fit,
-                         labels_seen=self.store.label_count(key), checked_at=time.monotonic())
+        return _Question(
+            key,
+            n_options,
+            serving,
+            since_seq=since,
+            labels_at_fit=at_fit,
+            labels_seen=self.store.label_count(key),
+            checked_at=time.monotonic(),
+        )
 
     def _stored_serving(self, key: str, n_options: int) -> tuple[Serving, int]:
         """The newest certified version in the store (withdrawn or not) and where the sample restarts."""
@@ -322,8 +341,14 @@ class Autopilot:
                 q.labels_seen = max(q.labels_seen, self.store.label_count(q.key))
             self._retrain_if_due(q)
         newest = self.store.latest_version(q.key, certified=True)
-        withdrawn = any(e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version
-                        for e in self.store.events(q.key)) if q.serving.active else False
+        withdrawn = (
+            any(
+                e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version
+                for e in self.store.events(q.key)
+            )
+            if q.serving.active
+            else False
+        )
         if (newest is not None and newest.version > q.serving.version) or withdrawn:
             serving, since = self._stored_serving(q.key, q.n_options)
             with q.lock:
@@ -342,8 +367,9 @@ class Autopilot:
 
     # ------------------------------------------------------------------ the request path
 
-    def decide(self, gate: str, question_id: str, question: Any, state_text: str,
-               model_probs: Sequence[float]) -> AutoDecision:
+    def decide(
+        self, gate: str, question_id: str, question: Any, state_text: str, model_probs: Sequence[float]
+    ) -> AutoDecision:
         """Decide one item: answer alone (``auto``), ask the teacher (``teacher``) or reuse its label (``known``).
 
         The same item decided again (a resume, a retry, another replica, the same text later) gets the same
@@ -357,35 +383,76 @@ class Autopilot:
         known = self.known_label(key)
         stored = self.store.item(key)
         if known is not None:
-            return AutoDecision(key, q.key, "known", known[0], 1.0, bool(stored and stored.marked),
-                                stored.version if stored else q.serving.version,
-                                f"autopilot: the teacher ({known[1]}) already labelled this item; not asked again",
-                                source=known[1])
+            return AutoDecision(
+                key,
+                q.key,
+                "known",
+                known[0],
+                1.0,
+                bool(stored and stored.marked),
+                stored.version if stored else q.serving.version,
+                f"autopilot: the teacher ({known[1]}) already labelled this item; not asked again",
+                source=known[1],
+            )
         self._refresh(q)
         if stored is not None and not (stored.lane == "auto" and not q.serving.active):
             return self._repeat(stored, q)
         serving = q.serving
         if stored is not None:  # answered alone by a version since withdrawn: ask the teacher this time
-            return AutoDecision(key, q.key, "teacher", int(stored.auto_label or 0), float(max(stored.model_probs)),
-                                stored.marked, serving.version,
-                                f"autopilot: answered alone before by version {stored.version}, since withdrawn: "
-                                "ask the teacher")
+            return AutoDecision(
+                key,
+                q.key,
+                "teacher",
+                int(stored.auto_label or 0),
+                float(max(stored.model_probs)),
+                stored.marked,
+                serving.version,
+                f"autopilot: answered alone before by version {stored.version}, since withdrawn: ask the teacher",
+            )
         marked = uniform_draw(key, self.config.seed) < (self.config.audit if serving.active else self.config.warm_share)
         scored = serving.learner.predict_proba(self.inputs([state_text], [probs], serving.learner.use_embeddings))[0]
         label, probability = int(np.argmax(scored)), float(np.max(scored))
         eligible = serving.active and probability >= serving.threshold  # type: ignore[operator]
         lane = "auto" if eligible and not marked else "teacher"
-        self.store.add_item(ItemRecord(key, q.key, state_text, probs, marked, eligible, lane,
-                                       label if lane == "auto" else (label if eligible else None), serving.version))
-        return AutoDecision(key, q.key, lane, label, probability, marked, serving.version,
-                            _reason(lane, marked, eligible, serving, probability))
+        self.store.add_item(
+            ItemRecord(
+                key,
+                q.key,
+                state_text,
+                probs,
+                marked,
+                eligible,
+                lane,
+                label if lane == "auto" else (label if eligible else None),
+                serving.version,
+            )
+        )
+        return AutoDecision(
+            key,
+            q.key,
+            lane,
+            label,
+            probability,
+            marked,
+            serving.version,
+            _reason(lane, marked, eligible, serving, probability),
+        )
 
     def _repeat(self, stored: ItemRecord, q: _Question) -> AutoDecision:
         label = stored.auto_label if stored.auto_label is not None else int(np.argmax(stored.model_probs))
         reason = "autopilot: decided before (a resume or a retry): " + (
-            "answered automatically" if stored.lane == "auto" else "waiting for the teacher")
-        return AutoDecision(stored.item_key, q.key, stored.lane, label, float(max(stored.model_probs)),
-                            stored.marked, stored.version, reason)
+            "answered automatically" if stored.lane == "auto" else "waiting for the teacher"
+        )
+        return AutoDecision(
+            stored.item_key,
+            q.key,
+            stored.lane,
+            label,
+            float(max(stored.model_probs)),
+            stored.marked,
+            stored.version,
+            reason,
+        )
 
     # ------------------------------------------------------------------ teacher answers
 
@@ -432,7 +499,7 @@ class Autopilot:
 
     def _check_drift(self, q: _Question, agreed: bool) -> None:
         q.audits.append(agreed)
-        window = q.audits[-self.config.drift_window:]
+        window = q.audits[-self.config.drift_window :]
         errors = len(window) - sum(window)
         p = drift_p_value(errors, len(window), self.config.target)
         if p < self.config.drift_alpha:
@@ -440,10 +507,25 @@ class Autopilot:
             q.serving.withdrawn = True
             q.since_seq = seq
             q.audits = []
-            self.store.add_event(q.key, "withdrawn", {"version": q.serving.version, "seq": seq, "audits": len(window),
-                                                      "disagreements": errors, "p_value": p})
-            logger.warning("autopilot: %s withdrawn from automatic answering: %d of the last %d audits disagreed "
-                           "with the teacher (p = %.3g)", q.key, errors, len(window), p)
+            self.store.add_event(
+                q.key,
+                "withdrawn",
+                {
+                    "version": q.serving.version,
+                    "seq": seq,
+                    "audits": len(window),
+                    "disagreements": errors,
+                    "p_value": p,
+                },
+            )
+            logger.warning(
+                "autopilot: %s withdrawn from automatic answering: %d of the last %d audits disagreed "
+                "with the teacher (p = %.3g)",
+                q.key,
+                errors,
+                len(window),
+                p,
+            )
 
     # ------------------------------------------------------------------ learning
 
@@ -483,7 +565,8 @@ class Autopilot:
         import multiprocessing  # noqa: PLC0415
 
         child = multiprocessing.get_context("spawn").Process(
-            target=retrain_in_process, args=(self.store.path, key, asdict(self.config)), name="autopilot-learner")
+            target=retrain_in_process, args=(self.store.path, key, asdict(self.config)), name="autopilot-learner"
+        )
         child.start()
         child.join()
         if child.exitcode != 0:
@@ -516,22 +599,45 @@ class Autopilot:
         started = time.perf_counter()
         items = self.store.labelled(key)
         train, screen = self._split_screen(self._training_labels(items, q.since_seq))
-        sample = [i for i in items if i.marked and i.seq > q.since_seq][-self.config.cert_window:]
+        sample = [i for i in items if i.marked and i.seq > q.since_seq][-self.config.cert_window :]
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
         screened = self.screen(learner, screen)
         if screened["passed"]:
-            attempt = 1 + sum(v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)
-                              for v in self.store.versions(key))
+            attempt = 1 + sum(
+                v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)
+                for v in self.store.versions(key)
+            )
             certificate = self.certify(learner, sample, attempt)
         else:
-            certificate = {"certified": False, "threshold": None, "sample": len(sample), "spent": False,
-                           "reason": f"not tested: {screened['reason']}"}
+            certificate = {
+                "certified": False,
+                "threshold": None,
+                "sample": len(sample),
+                "spent": False,
+                "reason": f"not tested: {screened['reason']}",
+            }
         version = max([v.version for v in self.store.versions(key)] + [0]) + 1
-        report = {"labels": len(items), "last_seq": items[-1].seq if items else 0, "train": len(train), "sample": len(sample), "kind": learner.kind,
-                  "learner": learner.info, "screen": screened, "certificate": certificate,
-                  "seconds": round(time.perf_counter() - started, 3)}
-        record = VersionRecord(key, version, learner.kind, certificate["threshold"], certificate["certified"],
-                               report, learner.to_bytes(), time.time())
+        report = {
+            "labels": len(items),
+            "last_seq": items[-1].seq if items else 0,
+            "train": len(train),
+            "sample": len(sample),
+            "kind": learner.kind,
+            "learner": learner.info,
+            "screen": screened,
+            "certificate": certificate,
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        record = VersionRecord(
+            key,
+            version,
+            learner.kind,
+            certificate["threshold"],
+            certificate["certified"],
+            report,
+            learner.to_bytes(),
+            time.time(),
+        )
         self.store.add_version(record)
         with q.lock:
             q.labels_at_fit = len(items)
@@ -540,9 +646,11 @@ class Autopilot:
             if record.certified:
                 q.serving = Serving(version, learner, record.threshold)
                 q.audits = []
-        self.store.add_event(key, "certified" if record.certified else "retrained",
-                             {"version": version, "threshold": record.threshold, "kind": learner.kind,
-                              "labels": len(items)})
+        self.store.add_event(
+            key,
+            "certified" if record.certified else "retrained",
+            {"version": version, "threshold": record.threshold, "kind": learner.kind, "labels": len(items)},
+        )
         return record
 
     def _training_labels(self, items: Sequence[Any], since_seq: int) -> list[Any]:
@@ -553,7 +661,7 @@ class Autopilot:
         recent = [i for i in train if i.seq > since_seq]
         if since_seq > 0 and len(recent) >= self.config.first_retrain:
             train = recent
-        return train[-self.config.train_window:]
+        return train[-self.config.train_window :]
 
     def _split_screen(self, train: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """The training labels a version is fitted on, and the newest ``screen_share`` of them held out to screen it."""
@@ -569,20 +677,37 @@ class Autopilot:
             return {"passed": True, "reason": "no screen", "held_out": 0}
         if not held_out:
             return {"passed": False, "reason": "no held-out training labels yet", "held_out": 0}
-        inputs = self.inputs([i.state_text for i in held_out], [i.model_probs for i in held_out], learner.use_embeddings)
+        inputs = self.inputs(
+            [i.state_text for i in held_out], [i.model_probs for i in held_out], learner.use_embeddings
+        )
         probs = learner.predict_proba(inputs)
         labels = np.array([i.label for i in held_out])
-        fit = fit_error_threshold(probs.max(axis=1), probs.argmax(axis=1) == labels, target=1.0 - self.config.target,
-                                  delta=SCREEN_DELTA, seed=len(held_out), start=self.config.sequence_start)
-        reason = "would certify on its held-out training labels" if fit.certified else f"screen on held-out training labels: {fit.reason}"
+        fit = fit_error_threshold(
+            probs.max(axis=1),
+            probs.argmax(axis=1) == labels,
+            target=1.0 - self.config.target,
+            delta=SCREEN_DELTA,
+            seed=len(held_out),
+            start=self.config.sequence_start,
+        )
+        reason = (
+            "would certify on its held-out training labels"
+            if fit.certified
+            else f"screen on held-out training labels: {fit.reason}"
+        )
         return {"passed": bool(fit.certified), "reason": reason, "held_out": len(held_out)}
 
     def _fit(self, train: Sequence[Any], n_options: int) -> Learner:
         if not train:
             return Learner.model_answer(n_options)
         inputs = self.inputs([i.state_text for i in train], [i.model_probs for i in train], self.config.embeddings)
-        return fit_learner(inputs, np.array([i.label for i in train]), n_options, kinds=self.config.learner_kinds,
-                           use_embeddings=self.config.embeddings)
+        return fit_learner(
+            inputs,
+            np.array([i.label for i in train]),
+            n_options,
+            kinds=self.config.learner_kinds,
+            use_embeddings=self.config.embeddings,
+        )
 
     def _frozen_learner(self, key: str) -> Learner | None:
         """With ``stop_learning_after`` labels reached at the last fit, that learner, to be certified again on the
@@ -606,18 +731,36 @@ class Autopilot:
             return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
         counts = np.bincount([i.label for i in sample], minlength=learner.n_options)
         if np.sort(counts)[-2] < self.config.min_minority:
-            return {"certified": False, "threshold": None, "sample": len(sample), "reason":
-                    f"the teacher gave one answer to nearly everything in the sample ({counts.tolist()}); at least two "
-                    f"answers given {self.config.min_minority} times each are needed"}
+            return {
+                "certified": False,
+                "threshold": None,
+                "sample": len(sample),
+                "reason": f"the teacher gave one answer to nearly everything in the sample ({counts.tolist()}); at least two "
+                f"answers given {self.config.min_minority} times each are needed",
+            }
         inputs = self.inputs([i.state_text for i in sample], [i.model_probs for i in sample], learner.use_embeddings)
         probs = learner.predict_proba(inputs)
         labels = np.array([i.label for i in sample])
         delta = (1.0 - self.config.confidence) * attempt_share(attempt)
-        fit = fit_error_threshold(probs.max(axis=1), probs.argmax(axis=1) == labels, target=1.0 - self.config.target,
-                                  delta=delta, seed=len(sample), start=self.config.sequence_start)
-        return {"certified": bool(fit.certified), "threshold": float(fit.threshold) if fit.certified else None,
-                "accepted": int(fit.accepted), "disagreements": int(fit.errors), "sample": len(sample),
-                "reason": fit.reason, "attempt": attempt, "delta": delta, "spent": bool(fit.tested)}
+        fit = fit_error_threshold(
+            probs.max(axis=1),
+            probs.argmax(axis=1) == labels,
+            target=1.0 - self.config.target,
+            delta=delta,
+            seed=len(sample),
+            start=self.config.sequence_start,
+        )
+        return {
+            "certified": bool(fit.certified),
+            "threshold": float(fit.threshold) if fit.certified else None,
+            "accepted": int(fit.accepted),
+            "disagreements": int(fit.errors),
+            "sample": len(sample),
+            "reason": fit.reason,
+            "attempt": attempt,
+            "delta": delta,
+            "spent": bool(fit.tested),
+        }
 
     # ------------------------------------------------------------------ reading
 
@@ -656,8 +799,9 @@ def _background_mode(background: bool | str, store: LabelStore) -> str | bool:
     if background not in (False, "thread", "process"):
         raise ValueError(f"background must be 'auto', 'process', 'thread', True or False, got {background!r}")
     if background == "process" and store.path == ":memory:":
-        raise ValueError("background='process' needs a store another process can open (a file or PostgreSQL), "
-                         "not ':memory:'")
+        raise ValueError(
+            "background='process' needs a store another process can open (a file or PostgreSQL), not ':memory:'"
+        )
     return background
 
 
@@ -681,33 +825,43 @@ def question_status(store: LabelStore, live: Mapping[str, _Question] | None = No
         versions = store.versions(key)
         certified = [v for v in versions if v.certified]
         events = store.events(key)
-        withdrawn = bool(certified) and any(e["kind"] == "withdrawn" and e["detail"].get("version") == certified[-1].version
-                                            for e in events)
+        withdrawn = bool(certified) and any(
+            e["kind"] == "withdrawn" and e["detail"].get("version") == certified[-1].version for e in events
+        )
         auto = counts["lanes"].get("auto", 0)
-        rows.append({
-            "question": key, "gate": question["gate"], "question_id": question["question_id"],
-            "items": counts["items"], "automatic": auto, "teacher_calls_saved": auto,
-            "saved_share": auto / counts["items"] if counts["items"] else 0.0,
-            "labels": counts["labels"], "failed_teacher_answers": counts["failures"],
-            "version": certified[-1].version if certified else None,
-            "threshold": certified[-1].threshold if certified else None,
-            "certificate": certified[-1].report.get("certificate") if certified else None,
-            "last_retrain": versions[-1].created_at if versions else None,
-            "last_retrain_seconds": versions[-1].report.get("seconds") if versions else None,
-            "versions": len(versions),
-            "state": "not certified" if not certified else ("withdrawn (drift)" if withdrawn else "certified"),
-        })
+        rows.append(
+            {
+                "question": key,
+                "gate": question["gate"],
+                "question_id": question["question_id"],
+                "items": counts["items"],
+                "automatic": auto,
+                "teacher_calls_saved": auto,
+                "saved_share": auto / counts["items"] if counts["items"] else 0.0,
+                "labels": counts["labels"],
+                "failed_teacher_answers": counts["failures"],
+                "version": certified[-1].version if certified else None,
+                "threshold": certified[-1].threshold if certified else None,
+                "certificate": certified[-1].report.get("certificate") if certified else None,
+                "last_retrain": versions[-1].created_at if versions else None,
+                "last_retrain_seconds": versions[-1].report.get("seconds") if versions else None,
+                "versions": len(versions),
+                "state": "not certified" if not certified else ("withdrawn (drift)" if withdrawn else "certified"),
+            }
+        )
     return rows
 
 
 def _reason(lane: str, marked: bool, eligible: bool, serving: Serving, probability: float) -> str:
     if lane == "auto":
-        return (f"autopilot: version {serving.version} says p={probability:.3f} >= its certified threshold "
-                f"{serving.threshold:.3f}: decided automatically")
+        return (
+            f"autopilot: version {serving.version} says p={probability:.3f} >= its certified threshold "
+            f"{serving.threshold:.3f}: decided automatically"
+        )
     if marked and eligible:
         return f"autopilot: would answer alone (p={probability:.3f}) but drawn for an audit: ask the teacher"
     if serving.withdrawn:
         return f"autopilot: version {serving.version} was withdrawn after audits disagreed: ask the teacher"
     if serving.threshold is None:
         return "autopilot: this question is not certified yet: ask the teacher (its answer becomes a label)"
-    return (f"autopilot: p={probability:.3f} < the certified threshold {serving.threshold:.3f}: ask the teacher")
+    return f"autopilot: p={probability:.3f} < the certified threshold {serving.threshold:.3f}: ask the teacher"

@@ -43,8 +43,12 @@ class Stream:
 
     def ordered(self, order: np.ndarray) -> Stream:
         """The same items in another order."""
-        return Stream([self.texts[i] for i in order], self.model_probs[order], self.gold[order],
-                      None if self.embeddings is None else self.embeddings[order])
+        return Stream(
+            [self.texts[i] for i in order],
+            self.model_probs[order],
+            self.gold[order],
+            None if self.embeddings is None else self.embeddings[order],
+        )
 
 
 @dataclass
@@ -94,10 +98,18 @@ class ReplayResult:
         }
 
 
-def replay(pilot: Autopilot, question: dict[str, Any], stream: Stream, teacher: Callable[[int], int | None], *,
-           gate: str = "replay", question_id: str = "q", source: str = "gold",
-           progress: Callable[[int], None] | None = None,
-           on_teacher_call: Callable[[str], None] | None = None) -> ReplayResult:
+def replay(
+    pilot: Autopilot,
+    question: dict[str, Any],
+    stream: Stream,
+    teacher: Callable[[int], int | None],
+    *,
+    gate: str = "replay",
+    question_id: str = "q",
+    source: str = "gold",
+    progress: Callable[[int], None] | None = None,
+    on_teacher_call: Callable[[str], None] | None = None,
+) -> ReplayResult:
     """Run a stream through the autopilot: automatic items get the learner's answer, the others the teacher's
     (which becomes a label). ``teacher(i)`` returns an option index, or None for a failed answer; it is also
     read for automatic items, as the answer they are measured against, but only the items sent to the teacher
@@ -132,5 +144,14 @@ def replay(pilot: Autopilot, question: dict[str, Any], stream: Stream, teacher: 
             progress(i)
     pilot.wait_idle()
     seconds = [v.report.get("seconds", 0.0) for v in pilot.store.versions(decision.question_key)] if n else []
-    return ReplayResult(lanes.astype(str), answers, calls, teacher_answers, stream.gold, probabilities, predictions,
-                        time.perf_counter() - started, seconds)
+    return ReplayResult(
+        lanes.astype(str),
+        answers,
+        calls,
+        teacher_answers,
+        stream.gold,
+        probabilities,
+        predictions,
+        time.perf_counter() - started,
+        seconds,
+    )

@@ -230,7 +230,9 @@ class LabelStore:
     def __init__(self, path: str | Path):
         self.path = str(path)
         self._lock = threading.RLock()
-        self._db: _SQLite | _Postgres = _Postgres(self.path) if self.path.startswith(POSTGRES_PREFIXES) else _SQLite(self.path)
+        self._db: _SQLite | _Postgres = (
+            _Postgres(self.path) if self.path.startswith(POSTGRES_PREFIXES) else _SQLite(self.path)
+        )
         with self._lock:
             self._db.script(_SCHEMA.format(**DIALECTS[self._db.dialect]))
 
@@ -262,8 +264,10 @@ class LabelStore:
     def add_question(self, question_key: str, gate: str, question_id: str, question: dict[str, Any]) -> None:
         """Remember which gate and question (in wire form) a question key stands for."""
         with self._tx() as conn:
-            conn.execute("INSERT INTO questions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                         (question_key, gate, question_id, json.dumps(question, sort_keys=True), time.time()))
+            conn.execute(
+                "INSERT INTO questions VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (question_key, gate, question_id, json.dumps(question, sort_keys=True), time.time()),
+            )
 
     def add_item(self, item: ItemRecord) -> bool:
         """Store a routed item; False when the item was stored before (the first record stands)."""
@@ -271,8 +275,18 @@ class LabelStore:
             cursor = conn.execute(
                 "INSERT INTO items (item_key, question_key, created_at, state_text, model_probs, marked, "
                 "eligible, lane, auto_label, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (item.item_key, item.question_key, time.time(), item.state_text, json.dumps(item.model_probs),
-                 int(item.marked), int(item.eligible), item.lane, item.auto_label, item.version),
+                (
+                    item.item_key,
+                    item.question_key,
+                    time.time(),
+                    item.state_text,
+                    json.dumps(item.model_probs),
+                    int(item.marked),
+                    int(item.eligible),
+                    item.lane,
+                    item.auto_label,
+                    item.version,
+                ),
             )
             return cursor.rowcount == 1
 
@@ -281,35 +295,53 @@ class LabelStore:
         if source not in LABEL_SOURCES:
             raise ValueError(f"label source must be one of {', '.join(LABEL_SOURCES)}, got {source!r}")
         with self._tx() as conn:
-            cursor = conn.execute("INSERT INTO labels VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                                  (item_key, int(label), source, time.time()))
+            cursor = conn.execute(
+                "INSERT INTO labels VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (item_key, int(label), source, time.time()),
+            )
             return cursor.rowcount == 1
 
     def add_failure(self, item_key: str, source: str, error: str) -> None:
         """Record a teacher answer that failed, timed out or fell outside the question's options (never a label)."""
         with self._tx() as conn:
-            conn.execute("INSERT INTO failures (item_key, source, error, created_at) VALUES (?, ?, ?, ?)",
-                         (item_key, source, error[:500], time.time()))
+            conn.execute(
+                "INSERT INTO failures (item_key, source, error, created_at) VALUES (?, ?, ?, ?)",
+                (item_key, source, error[:500], time.time()),
+            )
 
     def add_version(self, record: VersionRecord) -> None:
         """Store a fitted learner version (in one transaction: it is there whole or not at all)."""
         with self._tx() as conn:
-            conn.execute("INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (record.question_key, record.version, record.created_at, record.kind, record.threshold,
-                          int(record.certified), json.dumps(record.report), record.params))
+            conn.execute(
+                "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.question_key,
+                    record.version,
+                    record.created_at,
+                    record.kind,
+                    record.threshold,
+                    int(record.certified),
+                    json.dumps(record.report),
+                    record.params,
+                ),
+            )
 
     def add_event(self, question_key: str, kind: str, detail: dict[str, Any]) -> None:
         """Record a certification, a withdrawal, a retrain or a reset."""
         with self._tx() as conn:
-            conn.execute("INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, ?, ?, ?)",
-                         (question_key, kind, json.dumps(detail), time.time()))
+            conn.execute(
+                "INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, ?, ?, ?)",
+                (question_key, kind, json.dumps(detail), time.time()),
+            )
 
     def reset(self, question_key: str) -> int:
         """Forget a question's versions (its labels stay, so a new learner starts from them); returns how many."""
         with self._tx() as conn:
             removed = conn.execute("DELETE FROM versions WHERE question_key = ?", (question_key,)).rowcount
-            conn.execute("INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, 'reset', '{}', ?)",
-                         (question_key, time.time()))
+            conn.execute(
+                "INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, 'reset', '{}', ?)",
+                (question_key, time.time()),
+            )
             return int(removed)
 
     # ------------------------------------------------------------------ reading
@@ -321,8 +353,11 @@ class LabelStore:
 
     def item(self, item_key: str) -> ItemRecord | None:
         """A routed item, or None."""
-        rows = self._rows("SELECT item_key, question_key, state_text, model_probs, marked, eligible, lane, auto_label, "
-                          "version FROM items WHERE item_key = ?", (item_key,))
+        rows = self._rows(
+            "SELECT item_key, question_key, state_text, model_probs, marked, eligible, lane, auto_label, "
+            "version FROM items WHERE item_key = ?",
+            (item_key,),
+        )
         if not rows:
             return None
         r = rows[0]
@@ -333,9 +368,15 @@ class LabelStore:
         rows = self._rows(
             "SELECT i.seq, i.item_key, i.state_text, i.model_probs, i.marked, i.eligible, i.auto_label, i.version, "
             "l.label, l.source FROM items i JOIN labels l ON l.item_key = i.item_key "
-            "WHERE i.question_key = ? AND i.seq > ? ORDER BY i.seq", (question_key, since_seq))
-        return [LabelledItem(int(r[0]), r[1], r[2], json.loads(r[3]), bool(r[4]), bool(r[5]), r[6], int(r[7]),
-                             int(r[8]), r[9]) for r in rows]
+            "WHERE i.question_key = ? AND i.seq > ? ORDER BY i.seq",
+            (question_key, since_seq),
+        )
+        return [
+            LabelledItem(
+                int(r[0]), r[1], r[2], json.loads(r[3]), bool(r[4]), bool(r[5]), r[6], int(r[7]), int(r[8]), r[9]
+            )
+            for r in rows
+        ]
 
     def latest_seq(self, question_key: str) -> int:
         """The arrival number of a question's newest item (0 when none)."""
@@ -344,16 +385,23 @@ class LabelStore:
 
     def versions(self, question_key: str) -> list[VersionRecord]:
         """A question's learner versions, oldest first."""
-        rows = self._rows("SELECT question_key, version, kind, threshold, certified, report, params, created_at "
-                          "FROM versions WHERE question_key = ? ORDER BY version", (question_key,))
-        return [VersionRecord(r[0], int(r[1]), r[2], r[3], bool(r[4]), json.loads(r[5]), bytes(r[6]), r[7])
-                for r in rows]
+        rows = self._rows(
+            "SELECT question_key, version, kind, threshold, certified, report, params, created_at "
+            "FROM versions WHERE question_key = ? ORDER BY version",
+            (question_key,),
+        )
+        return [
+            VersionRecord(r[0], int(r[1]), r[2], r[3], bool(r[4]), json.loads(r[5]), bytes(r[6]), r[7]) for r in rows
+        ]
 
     def latest_version(self, question_key: str, certified: bool = False) -> VersionRecord | None:
         """A question's newest version (the newest certified one with ``certified``), or None."""
         only = " AND certified = 1" if certified else ""
-        rows = self._rows("SELECT question_key, version, kind, threshold, certified, report, params, created_at "
-                          f"FROM versions WHERE question_key = ?{only} ORDER BY version DESC LIMIT 1", (question_key,))
+        rows = self._rows(
+            "SELECT question_key, version, kind, threshold, certified, report, params, created_at "
+            f"FROM versions WHERE question_key = ?{only} ORDER BY version DESC LIMIT 1",
+            (question_key,),
+        )
         if not rows:
             return None
         r = rows[0]
@@ -361,8 +409,10 @@ class LabelStore:
 
     def label_count(self, question_key: str) -> int:
         """How many of a question's items have a teacher label."""
-        rows = self._rows("SELECT COUNT(*) FROM labels l JOIN items i ON i.item_key = l.item_key "
-                          "WHERE i.question_key = ?", (question_key,))
+        rows = self._rows(
+            "SELECT COUNT(*) FROM labels l JOIN items i ON i.item_key = l.item_key WHERE i.question_key = ?",
+            (question_key,),
+        )
         return int(rows[0][0])
 
     def events(self, question_key: str | None = None) -> list[dict[str, Any]]:
@@ -378,9 +428,18 @@ class LabelStore:
 
     def counts(self, question_key: str) -> dict[str, Any]:
         """Items, lanes, labels by source and failed teacher answers of a question."""
-        lanes = dict(self._rows("SELECT lane, COUNT(*) FROM items WHERE question_key = ? GROUP BY lane", (question_key,)))
-        sources = dict(self._rows("SELECT l.source, COUNT(*) FROM labels l JOIN items i ON i.item_key = l.item_key "
-                                  "WHERE i.question_key = ? GROUP BY l.source", (question_key,)))
-        failures = self._rows("SELECT COUNT(*) FROM failures f JOIN items i ON i.item_key = f.item_key "
-                              "WHERE i.question_key = ?", (question_key,))[0][0]
+        lanes = dict(
+            self._rows("SELECT lane, COUNT(*) FROM items WHERE question_key = ? GROUP BY lane", (question_key,))
+        )
+        sources = dict(
+            self._rows(
+                "SELECT l.source, COUNT(*) FROM labels l JOIN items i ON i.item_key = l.item_key "
+                "WHERE i.question_key = ? GROUP BY l.source",
+                (question_key,),
+            )
+        )
+        failures = self._rows(
+            "SELECT COUNT(*) FROM failures f JOIN items i ON i.item_key = f.item_key WHERE i.question_key = ?",
+            (question_key,),
+        )[0][0]
         return {"items": sum(lanes.values()), "lanes": lanes, "labels": sources, "failures": int(failures)}

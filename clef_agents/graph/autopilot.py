@@ -40,8 +40,15 @@ def label_from_index(question: wire.TextQuestion, index: int) -> Any:
     return canonical_label(question, wire.option_names(question)[index])
 
 
-def autopilot_route(autopilot: Any, gate: str, state_text: str, questions: Mapping[str, wire.TextQuestion],
-                    response: Any, route: Mapping[str, Any], teacher_lane: str) -> dict[str, Any]:
+def autopilot_route(
+    autopilot: Any,
+    gate: str,
+    state_text: str,
+    questions: Mapping[str, wire.TextQuestion],
+    response: Any,
+    route: Mapping[str, Any],
+    teacher_lane: str,
+) -> dict[str, Any]:
     """The route of a decision with the autopilot's lanes: ``auto`` where it answers alone, the teacher lane where
     it asks, the earlier teacher's lane where that teacher labelled this item before."""
     out = {}
@@ -55,18 +62,23 @@ def autopilot_route(autopilot: Any, gate: str, state_text: str, questions: Mappi
             lane = teacher_source_lane(decision.source)
         else:
             lane = teacher_lane
-        item.update(lane=lane, label=label_from_index(question, decision.label), probability=decision.probability,
-                    reason=decision.reason, **{AUTOPILOT_KEY: decision.as_dict()})
+        item.update(
+            lane=lane,
+            label=label_from_index(question, decision.label),
+            probability=decision.probability,
+            reason=decision.reason,
+            **{AUTOPILOT_KEY: decision.as_dict()},
+        )
         out[qid] = item
     return out
 
 
-def ask_teacher_model(autopilot: Any, value: Any, questions: Mapping[str, wire.TextQuestion],
-                      route: dict[str, Any]) -> dict[str, Any]:
+def ask_teacher_model(
+    autopilot: Any, value: Any, questions: Mapping[str, wire.TextQuestion], route: dict[str, Any]
+) -> dict[str, Any]:
     """Ask the autopilot's teacher model the questions sent to the teacher; keep its answers as labels and return
     them as final labels (source ``llm``). A failing teacher is recorded and its questions stay open."""
-    asked = {qid: q for qid, q in questions.items()
-             if (route[qid].get(AUTOPILOT_KEY) or {}).get("lane") == "teacher"}
+    asked = {qid: q for qid, q in questions.items() if (route[qid].get(AUTOPILOT_KEY) or {}).get("lane") == "teacher"}
     if not asked:
         return {}
     teacher = autopilot.teacher_model
@@ -79,22 +91,27 @@ def ask_teacher_model(autopilot: Any, value: Any, questions: Mapping[str, wire.T
         logger.warning("autopilot: the teacher model %s failed (%s); its questions stay open", name, error)
         for qid in asked:
             autopilot.record_failure(route[qid][AUTOPILOT_KEY]["item_key"], "model", error)
-            route[qid]["escalations"] = [*route[qid]["escalations"], {"to": "model", "model": name, "outcome": "failed",
-                                                                      "error": error}]
+            route[qid]["escalations"] = [
+                *route[qid]["escalations"],
+                {"to": "model", "model": name, "outcome": "failed", "error": error},
+            ]
         return {}
     final = {}
     for qid, question in asked.items():
         label = answer_label(question, answers[qid])
         index = wire.label_index(question, label)
         autopilot.record_label(route[qid][AUTOPILOT_KEY]["item_key"], index, "model")
-        route[qid]["escalations"] = [*route[qid]["escalations"], {"to": "model", "model": name, "outcome": "accepted",
-                                                                  "label": label}]
+        route[qid]["escalations"] = [
+            *route[qid]["escalations"],
+            {"to": "model", "model": name, "outcome": "accepted", "label": label},
+        ]
         final[qid] = {"label": label, "source": "llm", "probability": None}
     return final
 
 
-def record_teacher_label(autopilot: Any, route_item: Mapping[str, Any], question: wire.TextQuestion | None, label: Any,
-                         source: str) -> None:
+def record_teacher_label(
+    autopilot: Any, route_item: Mapping[str, Any], question: wire.TextQuestion | None, label: Any, source: str
+) -> None:
     """Hand a teacher's final label of a question to the gate's autopilot (when the gate has one and the item
     was routed by it)."""
     decision = route_item.get(AUTOPILOT_KEY)
@@ -111,7 +128,9 @@ def record_teacher_failure(autopilot: Any, route_item: Mapping[str, Any], source
     autopilot.record_failure(decision["item_key"], source, error)
 
 
-def known_teacher_label(autopilot: Any, route_item: Mapping[str, Any], question: wire.TextQuestion) -> tuple[Any, str] | None:
+def known_teacher_label(
+    autopilot: Any, route_item: Mapping[str, Any], question: wire.TextQuestion
+) -> tuple[Any, str] | None:
     """The label (and source) the teacher gave this item before, e.g. before a crash; None when it gave none."""
     decision = route_item.get(AUTOPILOT_KEY)
     if autopilot is None or not decision:

@@ -39,7 +39,6 @@ class UntaughtQuestionWarning(UserWarning):
     """
 
 
-
 class NoChatModelWarning(UserWarning):
     """A gate without a chat model sent a question of its ``llm`` lane (between ``human_below`` and ``auto_at``) to a
     person: nobody asked an LLM. Said once per gate; the question's route trace notes it too, as the escalation
@@ -49,6 +48,7 @@ class NoChatModelWarning(UserWarning):
     purpose, set ``human_below`` equal to ``auto_at`` in the lane policy (no llm lane), or silence it:
     ``warnings.filterwarnings("ignore", category=NoChatModelWarning)``.
     """
+
 
 def untaught_question_ids(response: object) -> list[str]:
     """The question ids a response says its model answered without taught weights: ``x_untaught`` (or, from

@@ -128,7 +128,10 @@ def _field_description(qid: str, question: wire.TextQuestion) -> str:
     elif isinstance(question, wire.Score):
         lines += [f"- {i}: {wire.content_text(desc)}" for i, desc in enumerate(question.criteria)]
     elif question.criteria is not None:
-        lines += [f"- yes: {wire.content_text(question.criteria.true)}", f"- no: {wire.content_text(question.criteria.false)}"]
+        lines += [
+            f"- yes: {wire.content_text(question.criteria.true)}",
+            f"- no: {wire.content_text(question.criteria.false)}",
+        ]
     lines.append(f"Allowed values: {', '.join(allowed_values(question))}, or {ABSTAIN}.")
     return "\n".join(lines)
 
@@ -270,8 +273,13 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
 
     def _failed(self, exc: Exception) -> str:
         error = f"{type(exc).__name__}: {exc}"
-        logger.warning("%s: the escalation LLM %s failed (%s mode); its questions go to a human: %s",
-                       self.name, _chat_model_name(self.chat_model), self._mode, error)
+        logger.warning(
+            "%s: the escalation LLM %s failed (%s mode); its questions go to a human: %s",
+            self.name,
+            _chat_model_name(self.chat_model),
+            self._mode,
+            error,
+        )
         return error
 
     def _apply(
@@ -293,8 +301,9 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             outcome = _judge_llm_answer(question, by_qid.get(qid), error, left_out=qid not in given)
             route[qid]["escalations"].append({"to": "llm", "model": model_name, **outcome})
             if outcome["outcome"] != "accepted":
-                record_teacher_failure(self.gate.autopilot, route[qid], "llm",
-                                       outcome.get("error") or f"the LLM {outcome['outcome']}")
+                record_teacher_failure(
+                    self.gate.autopilot, route[qid], "llm", outcome.get("error") or f"the LLM {outcome['outcome']}"
+                )
                 continue
             final[qid] = {"label": outcome["label"], "source": "llm", "probability": None}
             record_teacher_label(self.gate.autopilot, route[qid], question, outcome["label"], "llm")
@@ -303,8 +312,9 @@ class LLMEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
                     entry["trace_id"], qid, outcome["label"], "llm", {"lane": "llm", "llm_model": model_name}
                 )
         for qid, (label, source) in (known or {}).items():
-            route[qid]["escalations"].append({"to": "llm", "model": model_name, "outcome": "labelled before",
-                                              "label": label, "source": source})
+            route[qid]["escalations"].append(
+                {"to": "llm", "model": model_name, "outcome": "labelled before", "label": label, "source": source}
+            )
             final[qid] = {"label": label, "source": "llm", "probability": None}
         llm = {"model": model_name, "answers": {qid: _short(by_qid.get(qid)) for qid in questions}, "error": error}
         return _update(entry, route=route, final=final, llm=llm)
@@ -375,8 +385,11 @@ def _reply_text(reply: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content blocks
-        return "".join(block if isinstance(block, str) else str(block.get("text", "")) for block in content
-                       if isinstance(block, (str, dict)))
+        return "".join(
+            block if isinstance(block, str) else str(block.get("text", ""))
+            for block in content
+            if isinstance(block, (str, dict))
+        )
     raise ValueError(f"the LLM's reply is a {type(reply).__name__}, not text")
 
 
@@ -388,7 +401,9 @@ def _as_dict(result: Any) -> dict[str, Any]:
     raise TypeError(f"structured output must be a pydantic model or a dict, got {type(result).__name__}")
 
 
-def _judge_llm_answer(question: wire.TextQuestion, raw: Any, error: str | None, left_out: bool = False) -> dict[str, Any]:
+def _judge_llm_answer(
+    question: wire.TextQuestion, raw: Any, error: str | None, left_out: bool = False
+) -> dict[str, Any]:
     if error is not None:
         return {"outcome": "failed", "answer": None, "error": error}
     if left_out:
@@ -511,7 +526,12 @@ def _options(question: wire.TextQuestion, answer: Mapping[str, Any]) -> list[dic
         described = question.criteria
         return [
             {"label": True, "name": "yes", "probability": p, "description": described.true if described else None},
-            {"label": False, "name": "no", "probability": 1.0 - p, "description": described.false if described else None},
+            {
+                "label": False,
+                "name": "no",
+                "probability": 1.0 - p,
+                "description": described.false if described else None,
+            },
         ]
     probabilities = {str(k): v for k, v in answer.get("probabilities", {}).items()}
     if isinstance(question, wire.Score):
@@ -582,7 +602,8 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         if self.has_llm:
             return entry
         unasked = [
-            qid for qid in open_ids
+            qid
+            for qid in open_ids
             if entry["route"][qid]["lane"] == "llm"
             and not any(e.get("to") == "llm" for e in entry["route"][qid]["escalations"])
         ]
@@ -604,7 +625,9 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             route[qid]["escalations"].append({"to": "llm", "model": None, "outcome": NO_CHAT_MODEL})
         return {**entry, "route": route}
 
-    def _ask(self, payload: dict[str, Any], questions: Mapping[str, wire.TextQuestion]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _ask(
+        self, payload: dict[str, Any], questions: Mapping[str, wire.TextQuestion]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         attempts = 0
         while True:
             attempts += 1
@@ -625,7 +648,9 @@ class HumanEscalationNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             final[qid] = {"label": label, "source": "human", "probability": None}
             record_teacher_label(self.gate.autopilot, route[qid], typed.get(qid), label, "human")
             if self.gate.traces is not None:
-                self.gate.traces.record_outcome(entry["trace_id"], qid, label, "human", {"lane": route[qid]["lane"], **info})
+                self.gate.traces.record_outcome(
+                    entry["trace_id"], qid, label, "human", {"lane": route[qid]["lane"], **info}
+                )
         return _update(entry, route=route, final=final, human={"answers": dict(labels), **info})
 
 

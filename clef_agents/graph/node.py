@@ -200,7 +200,9 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
     def read_input(self, state: Mapping[str, Any]) -> Any:
         """The value this node sends to the model as the System One ``state``."""
         if not isinstance(state, Mapping):
-            raise GraphInputError(f"gate {self.name!r} expected the graph state to be a mapping, got {type(state).__name__}")
+            raise GraphInputError(
+                f"gate {self.name!r} expected the graph state to be a mapping, got {type(state).__name__}"
+            )
         if callable(self.input):
             value = self.input(state)
             where = "the input callable"
@@ -213,7 +215,9 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             value = state[self.input]
             where = f"state[{self.input!r}]"
         if value is None or (isinstance(value, (str, list, tuple, dict)) and not value):
-            raise GraphInputError(f"gate {self.name!r} got an empty input from {where}; expected text, an object or messages")
+            raise GraphInputError(
+                f"gate {self.name!r} got an empty input from {where}; expected text, an object or messages"
+            )
         try:
             wire.check_state(value)
         except wire.InvalidRequestError as exc:
@@ -309,9 +313,7 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         response = self._check_response(response, questions)
         self.warn_if_untaught(response, questions)
         slice_key = self._slice(state)
-        route = {
-            qid: lane_route(qid, q, response.answers[qid], self.policy, slice_key) for qid, q in questions.items()
-        }
+        route = {qid: lane_route(qid, q, response.answers[qid], self.policy, slice_key) for qid, q in questions.items()}
         if self.autopilot is not None:
             route = self._autopilot_route(value, questions, response, route)
         final = {
@@ -339,16 +341,23 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
 
     # ------------------------------------------------------------------ the autopilot
 
-    def _autopilot_route(self, value: Any, questions: Mapping[str, wire.TextQuestion], response: ClassifierResponse,
-                         route: dict[str, Any]) -> dict[str, Any]:
+    def _autopilot_route(
+        self,
+        value: Any,
+        questions: Mapping[str, wire.TextQuestion],
+        response: ClassifierResponse,
+        route: dict[str, Any],
+    ) -> dict[str, Any]:
         """Each question's lane as the autopilot decides it (``auto`` only where it is certified)."""
         from clef_agents.graph.autopilot import autopilot_route  # noqa: PLC0415  (keeps numpy off the import)
 
-        return autopilot_route(self.autopilot, self.name, wire.state_text(value), questions, response, route,
-                               self.teacher_lane)
+        return autopilot_route(
+            self.autopilot, self.name, wire.state_text(value), questions, response, route, self.teacher_lane
+        )
 
-    def _ask_teacher_model(self, value: Any, questions: Mapping[str, wire.TextQuestion],
-                           route: dict[str, Any]) -> dict[str, Any]:
+    def _ask_teacher_model(
+        self, value: Any, questions: Mapping[str, wire.TextQuestion], route: dict[str, Any]
+    ) -> dict[str, Any]:
         from clef_agents.graph.autopilot import ask_teacher_model  # noqa: PLC0415
 
         return ask_teacher_model(self.autopilot, value, questions, route)
@@ -385,7 +394,9 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             )
         return untaught
 
-    def _record(self, entry: Mapping[str, Any], value: Any, questions: Mapping[str, Any], thread_id: str | None) -> None:
+    def _record(
+        self, entry: Mapping[str, Any], value: Any, questions: Mapping[str, Any], thread_id: str | None
+    ) -> None:
         if self.traces is None:
             return
         self.traces.record_decision(

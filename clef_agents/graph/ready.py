@@ -45,7 +45,10 @@ TRACES_ENV = "CLEF_AGENTS_TRACES"
 SUPPORT_QUESTIONS: dict[str, Any] = {
     "urgent": Noul(
         instructions="Does this support message need a response within the hour?",
-        criteria=NoulCriteria(true="An outage, data loss, a security problem, or money at risk now.", false="It can wait for the normal queue."),
+        criteria=NoulCriteria(
+            true="An outage, data loss, a security problem, or money at risk now.",
+            false="It can wait for the normal queue.",
+        ),
     ),
     "department": Choice(
         instructions="Which team should handle this support message?",
@@ -198,7 +201,13 @@ def build_moderation(
         'published'
     """
     gate = DecisionGate(
-        model, MODERATION_QUESTIONS, name="moderation", input="post", policy=policy, chat_model=chat_model, traces=traces
+        model,
+        MODERATION_QUESTIONS,
+        name="moderation",
+        input="post",
+        policy=policy,
+        chat_model=chat_model,
+        traces=traces,
     )
     builder = StateGraph(ModerationState)
     builder.add_node("publish", lambda state: {"verdict": "published"})
@@ -275,7 +284,9 @@ def build_tool_approval(
     builder.add_node(gate.name, gate.node(list(tools)))
     review = gate.review_node(list(tools))
     builder.add_node(review.name, review)
-    builder.add_node("tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call))
+    builder.add_node(
+        "tools", ToolNode(list(tools), wrap_tool_call=gate.wrap_tool_call, awrap_tool_call=gate.awrap_tool_call)
+    )
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", after_agent, [gate.name, END])
     builder.add_edge(gate.name, review.name)

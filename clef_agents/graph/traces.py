@@ -242,9 +242,7 @@ class TraceStore:
         if unknown:
             raise ValueError(f"unknown sources {sorted(unknown)}; allowed: {', '.join(SOURCES)}")
         records = [
-            record
-            for decision in self.decisions()
-            for record in _decision_records(decision, wanted, dataset, split)
+            record for decision in self.decisions() for record in _decision_records(decision, wanted, dataset, split)
         ]
         if out is not None:
             path = Path(out)

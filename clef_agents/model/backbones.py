@@ -171,7 +171,9 @@ def gguf_cache_dir() -> Path:
 
 def _load_gguf(folder: Path, gguf_file: str, reference: str, dtype: torch.dtype) -> Backbone:
     source = folder / gguf_file
-    digest = hashlib.sha256(f"{source.resolve()}:{source.stat().st_size}:{source.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        f"{source.resolve()}:{source.stat().st_size}:{source.stat().st_mtime_ns}".encode()
+    ).hexdigest()[:16]
     cached = gguf_cache_dir() / digest
     if (cached / "config.json").exists():
         return _load_folder(cached, reference, dtype)

@@ -151,8 +151,10 @@ def check_taught(taught: TaughtQuestions, hidden_size: int, num_layers: int, fol
         expected = feature_size(entry.features, hidden_size, num_layers)
         found = entry.hidden_weight.shape[1]
         if found != expected:
-            raise ValueError(f"taught question {entry.instructions!r} in {folder} reads {found} features, but its "
-                             f"{entry.features!r} features have {expected} on this backbone: it was taught on another one")
+            raise ValueError(
+                f"taught question {entry.instructions!r} in {folder} reads {found} features, but its "
+                f"{entry.features!r} features have {expected} on this backbone: it was taught on another one"
+            )
 
 
 def has_reader(folder: str | Path) -> bool:

@@ -52,8 +52,13 @@ class ClefDecisionModel(BatchedDecisionModel):
     # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, device: str | None = None, head_precision: str | None = None,
-                        reader: bool = False) -> ClefDecisionModel:
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        device: str | None = None,
+        head_precision: str | None = None,
+        reader: bool = False,
+    ) -> ClefDecisionModel:
         """Load a checkpoint folder, or the shipped default by its reserved name ``"mini"``.
 
         ``head_precision`` ("auto", "float32" or "bfloat16"; default: the ``CLEF_AGENTS_HEAD_PRECISION``
@@ -75,8 +80,12 @@ class ClefDecisionModel(BatchedDecisionModel):
         import torch
 
         name, with_reader = reader_spec(str(name_or_path)) if isinstance(name_or_path, str) else (name_or_path, False)
-        engine = DecisionEngine.load(checkpoint_folder(name), torch.device(device) if device else None, head_precision,
-                                     reader=reader or with_reader)
+        engine = DecisionEngine.load(
+            checkpoint_folder(name),
+            torch.device(device) if device else None,
+            head_precision,
+            reader=reader or with_reader,
+        )
         return cls(engine)
 
     @classmethod
@@ -139,8 +148,12 @@ class ClefDecisionModel(BatchedDecisionModel):
             >>> [(q.type, q.instructions) for q in ClefDecisionModel.from_pretrained("mini").taught_questions][2]  # doctest: +SKIP
             ('noul', 'Is this SMS message spam?')
         """
-        return [TaughtQuestionInfo.from_stored({"type": q.kind, "instructions": q.instructions, "names": q.names, "report": q.report})
-                for q in self._engine.taught.questions.values()]
+        return [
+            TaughtQuestionInfo.from_stored(
+                {"type": q.kind, "instructions": q.instructions, "names": q.names, "report": q.report}
+            )
+            for q in self._engine.taught.questions.values()
+        ]
 
     # ------------------------------------------------------------------ BatchedDecisionModel
 
@@ -156,7 +169,9 @@ class ClefDecisionModel(BatchedDecisionModel):
         predictions = iter(self._engine.predict([(text, qs) for text, _, qs in valid]) if valid else [])
         return [p if isinstance(p, Exception) else self._respond(p, next(predictions)) for p in prepared]
 
-    def _respond(self, prepared: tuple[str, list[str], list[wire.TextQuestion]], prediction: Any) -> wire.DecisionResponse:
+    def _respond(
+        self, prepared: tuple[str, list[str], list[wire.TextQuestion]], prediction: Any
+    ) -> wire.DecisionResponse:
         _, ids, questions = prepared
         answers = {qid: wire.to_answer(q, p) for qid, q, p in zip(ids, questions, prediction.probabilities)}
         extensions: dict[str, Any] = {"x_truncation": prediction.truncation.as_dict()}

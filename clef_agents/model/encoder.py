@@ -140,7 +140,9 @@ class Encoder:
         """
         return self.network(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, every_layer: bool = True) -> tuple[torch.Tensor, ...]:
+    def hidden_states(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, every_layer: bool = True
+    ) -> tuple[torch.Tensor, ...]:
         """Token states of every layer (embeddings first, the last layer last), or of the last one alone.
 
         Example:
@@ -149,7 +151,9 @@ class Encoder:
         """
         if not every_layer:
             return (self.last_hidden(input_ids, attention_mask),)
-        return tuple(self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states)
+        return tuple(
+            self.network(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+        )
 
     @torch.no_grad()
     def frozen_hidden(self, texts: list[str], max_length: int) -> tuple[Any, torch.Tensor]:
@@ -207,7 +211,9 @@ class Encoder:
             return torch.stack([found[t] for t in texts])
         if not texts:
             return torch.zeros(0, self.hidden_size)
-        return torch.cat([self._embed_pooled(texts[i : i + FORWARD_CHUNK]) for i in range(0, len(texts), FORWARD_CHUNK)])
+        return torch.cat(
+            [self._embed_pooled(texts[i : i + FORWARD_CHUNK]) for i in range(0, len(texts), FORWARD_CHUNK)]
+        )
 
     def embed_tokens_frozen(self, texts: list[str], cache: bool = True) -> list[TokenStates]:
         """Each text's token ids [L] and unit frozen-backbone token vectors [L, H] (adapters off, special
@@ -217,9 +223,17 @@ class Encoder:
             >>> (ids, vectors), = encoder.embed_tokens_frozen(["get_weather: Weather for a city."])  # doctest: +SKIP
         """
         if not cache:
-            return [state for i in range(0, len(texts), FORWARD_CHUNK) for state in self._embed_tokens(texts[i : i + FORWARD_CHUNK])]
-        found = self._token_cache.through(texts, lambda chunk: [(ids, vectors.half()) for ids, vectors in self._embed_tokens(chunk)],
-                                          TOKEN_CACHE_SIZE, FORWARD_CHUNK)
+            return [
+                state
+                for i in range(0, len(texts), FORWARD_CHUNK)
+                for state in self._embed_tokens(texts[i : i + FORWARD_CHUNK])
+            ]
+        found = self._token_cache.through(
+            texts,
+            lambda chunk: [(ids, vectors.half()) for ids, vectors in self._embed_tokens(chunk)],
+            TOKEN_CACHE_SIZE,
+            FORWARD_CHUNK,
+        )
         return [(found[t][0], found[t][1].float()) for t in texts]
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
@@ -231,8 +245,9 @@ class Encoder:
         """
         if not texts:
             return []
-        return self.backbone.tokenizer(texts, add_special_tokens=False, truncation=True,
-                                       max_length=TOKEN_MAX_LENGTH - 2, verbose=False)["input_ids"]
+        return self.backbone.tokenizer(
+            texts, add_special_tokens=False, truncation=True, max_length=TOKEN_MAX_LENGTH - 2, verbose=False
+        )["input_ids"]
 
     def _embed_pooled(self, texts: list[str]) -> torch.Tensor:
         tokens, hidden = self.frozen_hidden(texts, FROZEN_MAX_LENGTH)
@@ -244,7 +259,9 @@ class Encoder:
         tokens, hidden = self.frozen_hidden(texts, TOKEN_MAX_LENGTH)
         hidden = F.normalize(hidden.float(), dim=-1).cpu()
         ids = tokens["input_ids"].cpu()
-        keep = tokens["attention_mask"].cpu().bool() & ~torch.isin(ids, torch.tensor(self.backbone.tokenizer.all_special_ids))
+        keep = tokens["attention_mask"].cpu().bool() & ~torch.isin(
+            ids, torch.tensor(self.backbone.tokenizer.all_special_ids)
+        )
         return [(ids[i][keep[i]], hidden[i][keep[i]]) for i in range(len(texts))]
 
     # ------------------------------------------------------------------ caches
@@ -376,7 +393,9 @@ def default_lora_targets(backbone: Backbone) -> list[str]:
     for pair in (["query", "value"], ["q_proj", "v_proj"], ["q", "v"], ["c_attn"]):
         if all(p in names for p in pair):
             return pair
-    raise ValueError(f"cannot find attention projections to adapt in {type(backbone.model).__name__}; set lora.target_modules")
+    raise ValueError(
+        f"cannot find attention projections to adapt in {type(backbone.model).__name__}; set lora.target_modules"
+    )
 
 
 _LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks)\.(\d+)\.")

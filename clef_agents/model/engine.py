@@ -90,7 +90,13 @@ class DecisionEngine:
         >>> engine = DecisionEngine.create(ClefConfig(name="demo", backbone="minilm"))  # doctest: +SKIP
     """
 
-    def __init__(self, config: ClefConfig, backbone: Backbone, device: torch.device | None = None, head_precision: str | None = None):
+    def __init__(
+        self,
+        config: ClefConfig,
+        backbone: Backbone,
+        device: torch.device | None = None,
+        head_precision: str | None = None,
+    ):
         self.config = config
         self.encoder = Encoder(config, backbone, device)
         self.scorer = Scorer(config, self.encoder, head_precision)
@@ -141,13 +147,20 @@ class DecisionEngine:
     # ------------------------------------------------------------------ construction and files
 
     @classmethod
-    def create(cls, config: ClefConfig, backbone: Backbone | None = None, device: torch.device | None = None) -> DecisionEngine:
+    def create(
+        cls, config: ClefConfig, backbone: Backbone | None = None, device: torch.device | None = None
+    ) -> DecisionEngine:
         """A fresh (untrained) engine for a config; the backbone is loaded from its reference if not given."""
         return cls(config, backbone or load_backbone(config.backbone), device)
 
     @classmethod
-    def load(cls, folder: str | Path, device: torch.device | None = None, head_precision: str | None = None,
-             reader: bool = False) -> DecisionEngine:
+    def load(
+        cls,
+        folder: str | Path,
+        device: torch.device | None = None,
+        head_precision: str | None = None,
+        reader: bool = False,
+    ) -> DecisionEngine:
         """Rebuild an engine from a checkpoint folder (config.json, adapter/, head.safetensors);
         ``head_precision``: one of ``HEAD_PRECISIONS`` (default: ``CLEF_AGENTS_HEAD_PRECISION``, else auto).
 
@@ -163,8 +176,10 @@ class DecisionEngine:
         folder = Path(folder)
         config = checkpoint.read_config(folder)
         if reader and not checkpoint.has_reader(folder):
-            raise FileNotFoundError(f"{folder} has no question reader ({READER_CONFIG_FILE}, {READER_WEIGHTS_FILE}) "
-                                    "for the precise mode; load it without reader=True")
+            raise FileNotFoundError(
+                f"{folder} has no question reader ({READER_CONFIG_FILE}, {READER_WEIGHTS_FILE}) "
+                "for the precise mode; load it without reader=True"
+            )
         backbone = load_backbone(checkpoint.resolve_backbone(config.backbone, folder))
         engine = cls(config, backbone, device, head_precision)
         engine.load_weights(folder)
@@ -258,7 +273,9 @@ class DecisionEngine:
         """Raw option logits [B, O] for an encoded batch (differentiable when training)."""
         return self.logits_and_features(batch)[0]
 
-    def logits_and_features(self, batch: EncodedBatch, specs: Collection[str] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def logits_and_features(
+        self, batch: EncodedBatch, specs: Collection[str] = ()
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Raw option logits [B, O] and, per taught feature spec asked for, the state features [B, F]
         that taught questions read (``HeadPart.logits_and_features``), from the same backbone pass."""
         return self.head_part.logits_and_features(batch, specs)
@@ -335,15 +352,28 @@ class DecisionEngine:
             [Prediction(probabilities=[[0.62, 0.38]], ...)]
         """
         taught = self.taught_entries([questions for _, questions in requests])
-        routes = [[self.route(q, entry) for q, entry in zip(questions, entries)] for (_, questions), entries in zip(requests, taught)]
+        routes = [
+            [self.route(q, entry) for q, entry in zip(questions, entries)]
+            for (_, questions), entries in zip(requests, taught)
+        ]
         table = self.parts
         answers: dict[tuple[int, int], tuple[list[float], str]] = {}
         tokens = [0] * len(requests)
         truncations: list[Truncation | None] = [None] * len(requests)
         for part in dict.fromkeys(table.values()):  # each part once, in the table's order
             names = {name for name, p in table.items() if p is part}
-            jobs = [Job(i, text, [Asked(q, question, taught[i][q]) for q, question in enumerate(questions) if names & set(routes[i][q])])
-                    for i, (text, questions) in enumerate(requests)]
+            jobs = [
+                Job(
+                    i,
+                    text,
+                    [
+                        Asked(q, question, taught[i][q])
+                        for q, question in enumerate(questions)
+                        if names & set(routes[i][q])
+                    ],
+                )
+                for i, (text, questions) in enumerate(requests)
+            ]
             jobs = [job for job in jobs if job.asked]
             earlier = {key: probabilities for key, (probabilities, _) in answers.items()}
             for job, reply in zip(jobs, part.answer(jobs, earlier) if jobs else []):
@@ -351,12 +381,19 @@ class DecisionEngine:
                     answers[(job.request, asked.index)] = (probabilities, by)
                 tokens[job.request] += reply.input_tokens
                 truncations[job.request] = truncations[job.request] or reply.truncation
-        return [Prediction([answers[(i, q)][0] for q in range(len(questions))], truncations[i] or self.tokenize_state(text)[1],
-                           tokens[i], [answers[(i, q)][1] for q in range(len(questions))])
-                for i, (text, questions) in enumerate(requests)]
+        return [
+            Prediction(
+                [answers[(i, q)][0] for q in range(len(questions))],
+                truncations[i] or self.tokenize_state(text)[1],
+                tokens[i],
+                [answers[(i, q)][1] for q in range(len(questions))],
+            )
+            for i, (text, questions) in enumerate(requests)
+        ]
 
-    def read_by_reader(self, questions: list[wire.TextQuestion],
-                       taught: list[TaughtQuestion | None] | None = None) -> list[bool]:
+    def read_by_reader(
+        self, questions: list[wire.TextQuestion], taught: list[TaughtQuestion | None] | None = None
+    ) -> list[bool]:
         """Per question: whether ``predict`` answers it with the question reader (attached, not taught,
         and ``QuestionReader.accepts`` it); ``taught`` passes ``taught_entries([questions])[0]`` when known.
 
@@ -377,7 +414,10 @@ class DecisionEngine:
             [False]
         """
         entries = self.taught_entries([questions])[0]
-        return [any(name in ("taught", "head") for name in self.route(question, entry)) for question, entry in zip(questions, entries)]
+        return [
+            any(name in ("taught", "head") for name in self.route(question, entry))
+            for question, entry in zip(questions, entries)
+        ]
 
     # ------------------------------------------------------------------ training
 

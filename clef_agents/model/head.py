@@ -45,7 +45,9 @@ class _Attention(nn.Module):
         """The attention queries of ``x`` (a function of ``x`` alone, so it can be precomputed)."""
         return self.q(self.norm_q(x))
 
-    def attend(self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor, query: torch.Tensor | None = None) -> torch.Tensor:
+    def attend(
+        self, x: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor, query: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, n, d = x.shape
         h = self.heads
         q = (self.query(x) if query is None else query).view(b, n, h, d // h).transpose(1, 2)
@@ -136,11 +138,22 @@ class RoutingHead(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             logits = self.score(x.float()).squeeze(-1)
             match = cached.match.float() if cached.match is not None else None
-            return self.pooled_logits(pooled_state.float(), option_vec.float(), question_vec.float(), option_type, option_question,
-                                      logits, match)
+            return self.pooled_logits(
+                pooled_state.float(),
+                option_vec.float(),
+                question_vec.float(),
+                option_type,
+                option_question,
+                logits,
+                match,
+            )
 
     def option_cache(
-        self, option_vec: torch.Tensor, question_vec: torch.Tensor, option_type: torch.Tensor, option_level: torch.Tensor
+        self,
+        option_vec: torch.Tensor,
+        question_vec: torch.Tensor,
+        option_type: torch.Tensor,
+        option_level: torch.Tensor,
     ) -> OptionCache:
         """The options' state-independent part of the head (see ``OptionCache``)."""
         level = torch.stack([option_level, (option_level - 0.5) ** 2], dim=-1)
@@ -172,7 +185,9 @@ class RoutingHead(nn.Module):
             logits = logits + base
         if self.settings.match:
             state = F.normalize(self.match_state(pooled_state), dim=-1)
-            options = match_options if match_options is not None else self.match_option_vectors(option_vec, question_vec)
+            options = (
+                match_options if match_options is not None else self.match_option_vectors(option_vec, question_vec)
+            )
             logits = logits + self.match_scale[option_type] * torch.einsum("bh,boh->bo", state, options)
         return logits.masked_fill(option_question < 0, NEG_INF)
 

@@ -58,8 +58,9 @@ def terms(text: str, identifier_words: bool = False) -> list[str]:
     return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
 
 
-def build_vocabulary(texts: Sequence[str], min_df: int = MIN_DF, max_terms: int = MAX_TERMS,
-                     identifier_words: bool = False) -> tuple[list[str], torch.Tensor]:
+def build_vocabulary(
+    texts: Sequence[str], min_df: int = MIN_DF, max_terms: int = MAX_TERMS, identifier_words: bool = False
+) -> tuple[list[str], torch.Tensor]:
     """Terms seen in at least ``min_df`` texts (the ``max_terms`` most frequent) and their smoothed idf.
 
     Example:
@@ -68,15 +69,18 @@ def build_vocabulary(texts: Sequence[str], min_df: int = MIN_DF, max_terms: int 
         ['card', 'lost']
     """
     document_frequency = Counter(term for text in texts for term in set(terms(text, identifier_words)))
-    kept = sorted((term for term, df in document_frequency.items() if df >= min_df), key=lambda t: (-document_frequency[t], t))
+    kept = sorted(
+        (term for term, df in document_frequency.items() if df >= min_df), key=lambda t: (-document_frequency[t], t)
+    )
     vocabulary = sorted(kept[:max_terms])
     n = len(texts)
     idf = torch.tensor([math.log((1 + n) / (1 + document_frequency[term])) + 1.0 for term in vocabulary])
     return vocabulary, idf
 
 
-def tfidf_rows(texts: Sequence[str], index: dict[str, int], idf: torch.Tensor,
-               identifier_words: bool = False) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def tfidf_rows(
+    texts: Sequence[str], index: dict[str, int], idf: torch.Tensor, identifier_words: bool = False
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per text: (vocabulary indices, unit TF-IDF values) of the known terms it holds."""
     rows = []
     for text in texts:
@@ -92,7 +96,9 @@ def sparse_matrix(rows: Sequence[tuple[torch.Tensor, torch.Tensor]], width: int)
     row_ids = torch.cat([torch.full((len(columns),), i, dtype=torch.long) for i, (columns, _) in enumerate(rows)])
     columns = torch.cat([columns for columns, _ in rows])
     values = torch.cat([values for _, values in rows])
-    return torch.sparse_coo_tensor(torch.stack([row_ids, columns]), values, (len(rows), width), check_invariants=True).coalesce()
+    return torch.sparse_coo_tensor(
+        torch.stack([row_ids, columns]), values, (len(rows), width), check_invariants=True
+    ).coalesce()
 
 
 @dataclass
@@ -109,8 +115,10 @@ class LexicalModel:
 
     def __post_init__(self) -> None:
         if not (len(self.vocabulary) == self.idf.shape[0] == self.weight.shape[1]):
-            raise ValueError(f"lexical model: {len(self.vocabulary)} terms, {self.idf.shape[0]} idf values and "
-                             f"weights for {self.weight.shape[1]} terms; all three must match")
+            raise ValueError(
+                f"lexical model: {len(self.vocabulary)} terms, {self.idf.shape[0]} idf values and "
+                f"weights for {self.weight.shape[1]} terms; all three must match"
+            )
         self._index = {term: i for i, term in enumerate(self.vocabulary)}
 
     def vectors(self, texts: Sequence[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -125,12 +133,16 @@ class LexicalModel:
             >>> model.logits("SPAM spam!").tolist()
             [4.0, -4.0]
         """
-        (columns, values), = self.vectors([text])
+        ((columns, values),) = self.vectors([text])
         return self.weight[:, columns] @ values + self.bias
 
 
 def fit_lexical(
-    texts: Sequence[str], present: torch.Tensor, gold: torch.Tensor, l2: float, vocabulary: tuple[list[str], torch.Tensor] | None = None,
+    texts: Sequence[str],
+    present: torch.Tensor,
+    gold: torch.Tensor,
+    l2: float,
+    vocabulary: tuple[list[str], torch.Tensor] | None = None,
     identifier_words: bool = False,
 ) -> LexicalModel:
     """Multinomial logistic regression on TF-IDF vectors (full-batch L-BFGS, L2 penalty ``l2``).
@@ -139,7 +151,9 @@ def fit_lexical(
     ``vocabulary`` must have been built with the same ``identifier_words``.
     """
     terms_, idf = vocabulary or build_vocabulary(texts, identifier_words=identifier_words)
-    model = LexicalModel(terms_, idf, torch.zeros(present.shape[1], len(terms_)), torch.zeros(present.shape[1]), identifier_words)
+    model = LexicalModel(
+        terms_, idf, torch.zeros(present.shape[1], len(terms_)), torch.zeros(present.shape[1]), identifier_words
+    )
     x = sparse_matrix(model.vectors(texts), len(terms_))
     weight = torch.zeros(present.shape[1], len(terms_), requires_grad=True)
     bias = torch.zeros(present.shape[1], requires_grad=True)

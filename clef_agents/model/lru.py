@@ -39,7 +39,9 @@ class LruCache(Generic[V]):
             self._items[key] = value
             self._evict(size)
 
-    def through(self, keys: Sequence[str], compute: Callable[[list[str]], Sequence[V]], size: int, chunk: int) -> dict[str, V]:
+    def through(
+        self, keys: Sequence[str], compute: Callable[[list[str]], Sequence[V]], size: int, chunk: int
+    ) -> dict[str, V]:
         """Each distinct key's value, the missing ones computed by ``compute`` in chunks of ``chunk``;
         all of them become the most recent (the oldest dropped past ``size``)."""
         wanted = list(dict.fromkeys(keys))

@@ -48,10 +48,14 @@ class NeighbourModel:
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.temperature <= 0:
-            raise ValueError(f"neighbour vote needs k >= 1 and temperature > 0, got k={self.k}, temperature={self.temperature}")
+            raise ValueError(
+                f"neighbour vote needs k >= 1 and temperature > 0, got k={self.k}, temperature={self.temperature}"
+            )
         if self.bank.shape[0] != self.labels.shape[0] or self.bank.shape[1] != self.projection.shape[1]:
-            raise ValueError(f"neighbour bank {tuple(self.bank.shape)} does not match labels {tuple(self.labels.shape)} "
-                             f"and projection {tuple(self.projection.shape)}")
+            raise ValueError(
+                f"neighbour bank {tuple(self.bank.shape)} does not match labels {tuple(self.labels.shape)} "
+                f"and projection {tuple(self.projection.shape)}"
+            )
         self.labels = self.labels.long()
 
     def project(self, features: torch.Tensor) -> torch.Tensor:
@@ -70,7 +74,9 @@ class NeighbourModel:
         similarity = self.similarity(features) if similarity is None else similarity
         top, index = similarity.topk(min(self.k, self.bank.shape[0]), dim=-1)
         weights = torch.softmax(top / self.temperature, dim=-1)
-        votes = torch.zeros(similarity.shape[0], n, device=similarity.device).scatter_add_(1, self.labels[index], weights)
+        votes = torch.zeros(similarity.shape[0], n, device=similarity.device).scatter_add_(
+            1, self.labels[index], weights
+        )
         return torch.log(votes * (1.0 - FLOOR) + FLOOR / n).reshape(*features.shape[:-1], n)
 
     def nearest_by_label(self, similarity: torch.Tensor, n: int) -> torch.Tensor:

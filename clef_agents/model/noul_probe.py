@@ -30,13 +30,17 @@ FORMAT = "clef-agents-noul-probe/1"
 class NoulProbe:
     """``logit = w · standardised(states) + b`` over the states of ``layers`` at a yes/no question's answer cue."""
 
-    def __init__(self, layers: Sequence[int], mean: torch.Tensor, scale: torch.Tensor, weight: torch.Tensor, bias: float):
+    def __init__(
+        self, layers: Sequence[int], mean: torch.Tensor, scale: torch.Tensor, weight: torch.Tensor, bias: float
+    ):
         layers = [int(layer) for layer in layers]
         if not layers:
             raise ValueError("a NoulProbe reads at least one layer, got none")
         if mean.shape != scale.shape or mean.dim() != 2 or mean.shape[0] != len(layers):
-            raise ValueError(f"mean and scale must both be [layers={len(layers)}, hidden], got {tuple(mean.shape)} "
-                             f"and {tuple(scale.shape)}")
+            raise ValueError(
+                f"mean and scale must both be [layers={len(layers)}, hidden], got {tuple(mean.shape)} "
+                f"and {tuple(scale.shape)}"
+            )
         if weight.shape != (mean.numel(),):
             raise ValueError(f"weight must have {mean.numel()} entries (layers × hidden), got {tuple(weight.shape)}")
         self.layers = layers
@@ -58,13 +62,21 @@ class NoulProbe:
             tensor([1.5000])
         """
         if states.dim() != 3 or tuple(states.shape[1:]) != tuple(self.mean.shape):
-            raise ValueError(f"states must be [questions, {len(self.layers)}, {self.hidden_size}], got {tuple(states.shape)}")
+            raise ValueError(
+                f"states must be [questions, {len(self.layers)}, {self.hidden_size}], got {tuple(states.shape)}"
+            )
         x = (states.float().to(self.mean.device) - self.mean) / self.scale
         return x.flatten(1) @ self.weight + self.bias
 
     @classmethod
-    def fit(cls, states: torch.Tensor, yes: torch.Tensor | Sequence[int], layers: Sequence[int], l2: float = 0.01,
-            max_iter: int = 200) -> NoulProbe:
+    def fit(
+        cls,
+        states: torch.Tensor,
+        yes: torch.Tensor | Sequence[int],
+        layers: Sequence[int],
+        l2: float = 0.01,
+        max_iter: int = 200,
+    ) -> NoulProbe:
         """Logistic regression of ``yes`` (1 = the answer is yes) on the standardised ``states``
         ``[questions, layers, hidden]``, with an L2 penalty of ``l2`` on the mean log loss (the bias is free).
 
@@ -74,7 +86,9 @@ class NoulProbe:
         """
         target = torch.as_tensor(yes, dtype=torch.float32)
         if states.dim() != 3 or states.shape[0] != target.numel() or states.shape[1] != len(layers):
-            raise ValueError(f"states must be [questions={target.numel()}, layers={len(layers)}, hidden], got {tuple(states.shape)}")
+            raise ValueError(
+                f"states must be [questions={target.numel()}, layers={len(layers)}, hidden], got {tuple(states.shape)}"
+            )
         if not 0 < float(target.mean()) < 1:
             raise ValueError("fitting a NoulProbe needs both yes and no answers among the questions")
         if l2 < 0:
@@ -102,8 +116,11 @@ class NoulProbe:
 
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        save_file({"mean": self.mean.contiguous(), "scale": self.scale.contiguous(), "weight": self.weight.contiguous()},
-                  str(target), metadata={"format": FORMAT, "layers": json.dumps(self.layers), "bias": repr(self.bias)})
+        save_file(
+            {"mean": self.mean.contiguous(), "scale": self.scale.contiguous(), "weight": self.weight.contiguous()},
+            str(target),
+            metadata={"format": FORMAT, "layers": json.dumps(self.layers), "bias": repr(self.bias)},
+        )
         return target
 
     @classmethod
@@ -122,6 +139,14 @@ class NoulProbe:
         with safe_open(str(source), framework="pt") as handle:
             metadata = handle.metadata() or {}
             if metadata.get("format") != FORMAT:
-                raise ValueError(f"{source} is not a yes/no probe (format {metadata.get('format')!r}, expected {FORMAT!r})")
+                raise ValueError(
+                    f"{source} is not a yes/no probe (format {metadata.get('format')!r}, expected {FORMAT!r})"
+                )
             tensors = {name: handle.get_tensor(name) for name in ("mean", "scale", "weight")}
-        return cls(json.loads(metadata["layers"]), tensors["mean"], tensors["scale"], tensors["weight"], float(metadata["bias"]))
+        return cls(
+            json.loads(metadata["layers"]),
+            tensors["mean"],
+            tensors["scale"],
+            tensors["weight"],
+            float(metadata["bias"]),
+        )

@@ -92,7 +92,9 @@ class HeadPart:
         batch.texts = [text for text, _ in requests]
         return batch
 
-    def logits_and_features(self, batch: EncodedBatch, specs: Collection[str] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def logits_and_features(
+        self, batch: EncodedBatch, specs: Collection[str] = ()
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Raw option logits [B, O] and, per taught feature spec asked for, the state features [B, F]
         that taught questions read (``taught.pool_features``), from the same backbone pass."""
         device = self.encoder.device
@@ -120,10 +122,15 @@ class HeadPart:
             logits, features = self.logits_and_features(batch, Scorer.taught_specs(entries))
         features = {spec: value.float().cpu() for spec, value in features.items()}
         log_probs = self.scorer.calibrated_log_probs(logits.float(), batch, questions, features, entries)
-        return [Reply([lp.exp().cpu().tolist() for lp in log_probs[j]],
-                      ["taught" if entry is not None else "head" for entry in entries[j]],
-                      int(batch.attention_mask[j].sum()), batch.truncations[j])
-                for j in range(len(chunk))]
+        return [
+            Reply(
+                [lp.exp().cpu().tolist() for lp in log_probs[j]],
+                ["taught" if entry is not None else "head" for entry in entries[j]],
+                int(batch.attention_mask[j].sum()),
+                batch.truncations[j],
+            )
+            for j in range(len(chunk))
+        ]
 
 
 class ReaderPart:

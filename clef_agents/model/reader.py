@@ -144,12 +144,21 @@ class ReaderNetwork(torch.nn.Module):
         super().__init__()
         self.encoder = encoder
         self.yes = torch.nn.Linear(hidden, 1)
-        self.option = torch.nn.Sequential(torch.nn.Linear(3 * hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 1))
+        self.option = torch.nn.Sequential(
+            torch.nn.Linear(3 * hidden, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, 1)
+        )
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
-                span_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        token_type_ids: torch.Tensor,
+        span_weights: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Yes logits ``(B,)`` and option scores ``(B, O)`` (``span_weights`` is ``(B, O, T)``, rows sum to 1 or 0)."""
-        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        hidden = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
         cls = hidden[:, 0]
         yes = self.yes(cls).squeeze(-1)
         if span_weights.shape[1] == 0:
@@ -166,11 +175,16 @@ class ReaderNetwork(torch.nn.Module):
     def stored_parameter_names(self) -> list[str]:
         """What a saved reader holds: the trainable parameters but the backbone's pooler, which the reader
         never reads (it stays as the backbone ships it, so storing it would store the backbone twice)."""
-        return [name for name, _ in self.named_parameters()
-                if not name.startswith(("encoder.embeddings.", "encoder.pooler."))]
+        return [
+            name
+            for name, _ in self.named_parameters()
+            if not name.startswith(("encoder.embeddings.", "encoder.pooler."))
+        ]
 
 
-def pack_weights(state: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def pack_weights(
+    state: Mapping[str, torch.Tensor], base: Mapping[str, torch.Tensor]
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Reader weights as stored compactly, and the file's metadata: each matrix the backbone also has
     (``base``, same name and shape) as int8 codes of its difference from the backbone's (``<name>.delta``,
     one scale per row in ``<name>.delta_scale``), every other weight in half precision. The metadata
@@ -197,8 +211,9 @@ def pack_weights(state: Mapping[str, torch.Tensor], base: Mapping[str, torch.Ten
     return tensors, {"storage": DELTA_STORAGE, "base_sha256": fingerprint(used)}
 
 
-def unpack_weights(stored: Mapping[str, torch.Tensor], metadata: Mapping[str, str], base: Mapping[str, torch.Tensor],
-                   where: str) -> dict[str, torch.Tensor]:
+def unpack_weights(
+    stored: Mapping[str, torch.Tensor], metadata: Mapping[str, str], base: Mapping[str, torch.Tensor], where: str
+) -> dict[str, torch.Tensor]:
     """Float32 reader weights from a weights file's tensors and metadata, either storage: ``pack_weights``'s
     (differences added to ``base``, the backbone's weights, which must be those they were taken from) or
     whole weights.
@@ -210,17 +225,23 @@ def unpack_weights(stored: Mapping[str, torch.Tensor], metadata: Mapping[str, st
     """
     storage = metadata.get("storage")
     if storage not in (None, DELTA_STORAGE):
-        raise ValueError(f"{where}: weights stored as {storage!r}; this version reads {DELTA_STORAGE!r} or whole weights")
+        raise ValueError(
+            f"{where}: weights stored as {storage!r}; this version reads {DELTA_STORAGE!r} or whole weights"
+        )
     names = [name.removesuffix(DELTA_SUFFIX) for name in stored if name.endswith(DELTA_SUFFIX)]
     absent = [name for name in names if name not in base]
     if absent:
         raise ValueError(f"{where}: differences stored for weights the backbone lacks: {absent[:5]}")
     if names and metadata.get("base_sha256") != fingerprint({name: base[name] for name in names}):
-        raise ValueError(f"{where}: the weights are stored as differences from other backbone weights than those "
-                         "loaded; load it with the backbone it was saved with")
+        raise ValueError(
+            f"{where}: the weights are stored as differences from other backbone weights than those "
+            "loaded; load it with the backbone it was saved with"
+        )
     state = {name: value.float() for name, value in stored.items() if not name.endswith((DELTA_SUFFIX, SCALE_SUFFIX))}
     for name in names:
-        state[name] = base[name].detach().float().cpu() + dequantise_rows(stored[name + DELTA_SUFFIX], stored[name + SCALE_SUFFIX])
+        state[name] = base[name].detach().float().cpu() + dequantise_rows(
+            stored[name + DELTA_SUFFIX], stored[name + SCALE_SUFFIX]
+        )
     return state
 
 
@@ -283,7 +304,9 @@ class QuestionReader:
 
     def __init__(self, config: ReaderConfig, backbone: Backbone, device: torch.device | None = None):
         if backbone.kind != "encoder":
-            raise ValueError(f"the question reader needs an encoder backbone (BERT-like); {backbone.reference!r} is a {backbone.kind}")
+            raise ValueError(
+                f"the question reader needs an encoder backbone (BERT-like); {backbone.reference!r} is a {backbone.kind}"
+            )
         self.config = config
         self.tokenizer = backbone.tokenizer
         self.device = device or torch.device("cpu")
@@ -326,7 +349,9 @@ class QuestionReader:
             raise FileNotFoundError(f"{folder} has no question reader ({READER_CONFIG_FILE} and {READER_WEIGHTS_FILE})")
         config = ReaderConfig.model_validate_json((folder / READER_CONFIG_FILE).read_text(encoding="utf-8"))
         if config.format != READER_FORMAT:
-            raise ValueError(f"{folder / READER_CONFIG_FILE}: format {config.format!r}, this version reads {READER_FORMAT!r}")
+            raise ValueError(
+                f"{folder / READER_CONFIG_FILE}: format {config.format!r}, this version reads {READER_FORMAT!r}"
+            )
         reader = cls.create(config, device)
         path = folder / READER_WEIGHTS_FILE
         with safe_open(str(path), "pt") as handle:
@@ -337,8 +362,10 @@ class QuestionReader:
         missing, unexpected = reader.network.load_state_dict(state, strict=False)
         stored_names = set(reader.network.stored_parameter_names())
         if unexpected or stored_names & set(missing):
-            raise ValueError(f"{path} does not fit the reader: missing {sorted(stored_names & set(missing))[:5]}, "
-                             f"unexpected {sorted(unexpected)[:5]}")
+            raise ValueError(
+                f"{path} does not fit the reader: missing {sorted(stored_names & set(missing))[:5]}, "
+                f"unexpected {sorted(unexpected)[:5]}"
+            )
         return reader
 
     def save(self, folder: str | Path, dtype: torch.dtype = torch.float16) -> Path:
@@ -452,7 +479,9 @@ class QuestionReader:
     # ------------------------------------------------------------------ scoring
 
     @staticmethod
-    def raw_logits(question: wire.TextQuestion, yes: Sequence[torch.Tensor], scores: Sequence[torch.Tensor]) -> torch.Tensor:
+    def raw_logits(
+        question: wire.TextQuestion, yes: Sequence[torch.Tensor], scores: Sequence[torch.Tensor]
+    ) -> torch.Tensor:
         """A question's uncalibrated logits from its passes' outputs: ``[margin]`` for a noul, one per option otherwise."""
         if isinstance(question, wire.Noul):
             return yes[0].reshape(1)
@@ -471,8 +500,9 @@ class QuestionReader:
         """Uncalibrated logits per (state, question), read in padded chunks sorted by length (no gradients)."""
         return self._logits_and_passes(items, chunk)[0]
 
-    def _logits_and_passes(self, items: Sequence[tuple[str, wire.TextQuestion]],
-                           chunk: int = READ_CHUNK) -> tuple[list[torch.Tensor], list[list[ReaderPass]]]:
+    def _logits_and_passes(
+        self, items: Sequence[tuple[str, wire.TextQuestion]], chunk: int = READ_CHUNK
+    ) -> tuple[list[torch.Tensor], list[list[ReaderPass]]]:
         passes: list[ReaderPass] = []
         owners: list[int] = []
         state_cache: dict[str, list[int]] = {}
@@ -508,7 +538,9 @@ class QuestionReader:
 
     def set_prior_correction(self, weights: dict[str, float]) -> None:
         """Set ``ReaderConfig.prior_correction`` (validated), e.g. ``{"choice": 1.0}``."""
-        self.config = self.config.model_copy(update={"prior_correction": ReaderConfig(prior_correction=weights).prior_correction})
+        self.config = self.config.model_copy(
+            update={"prior_correction": ReaderConfig(prior_correction=weights).prior_correction}
+        )
 
     def prior_logits(self, questions: Sequence[wire.TextQuestion]) -> list[torch.Tensor]:
         """Each question's mean uncalibrated logits about ``CONTENT_FREE_STATES``: what its wording and
@@ -530,8 +562,12 @@ class QuestionReader:
         found = self._priors.through(keys, compute, size=PRIOR_CACHE_SIZE, chunk=READ_CHUNK)
         return [found[key] for key in keys]
 
-    def correct(self, questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor],
-                correction: Mapping[str, float] | None = None) -> list[torch.Tensor]:
+    def correct(
+        self,
+        questions: Sequence[wire.TextQuestion],
+        logits: Sequence[torch.Tensor],
+        correction: Mapping[str, float] | None = None,
+    ) -> list[torch.Tensor]:
         """``logits`` less the correction weight of each question's type times its ``prior_logits``
         (unchanged where the weight is 0); ``correction`` replaces the config's ``prior_correction``."""
         weights = [self.correction(q) if correction is None else float(correction.get(q.type, 0.0)) for q in questions]
@@ -553,9 +589,15 @@ class QuestionReader:
         """``predict`` with what each answer read: tokens over its passes, and the state's length before and after the cut."""
         logits, passes = self._logits_and_passes(items)
         logits = self.correct([q for _, q in items], logits)
-        return [ReaderResult(self.calibrated_log_probs(q, z).exp().tolist(), sum(len(p.input_ids) for p in ps),
-                             ps[0].state_tokens, ps[0].state_kept)
-                for (_, q), z, ps in zip(items, logits, passes)]
+        return [
+            ReaderResult(
+                self.calibrated_log_probs(q, z).exp().tolist(),
+                sum(len(p.input_ids) for p in ps),
+                ps[0].state_tokens,
+                ps[0].state_kept,
+            )
+            for (_, q), z, ps in zip(items, logits, passes)
+        ]
 
     def state_tokens(self, state: str) -> int:
         """How many tokens a state has before truncation."""
@@ -593,10 +635,16 @@ class QuestionReader:
         Example:
             >>> reader.set_final_temperature({"noul": 1.6})  # doctest: +SKIP
         """
-        self.config = self.config.model_copy(update={"final_temperature": ReaderConfig(final_temperature=temperatures).final_temperature})
+        self.config = self.config.model_copy(
+            update={"final_temperature": ReaderConfig(final_temperature=temperatures).final_temperature}
+        )
 
-    def final_answer(self, question: wire.TextQuestion, reader_probabilities: Sequence[float],
-                     head_probabilities: Sequence[float] | None = None) -> list[float]:
+    def final_answer(
+        self,
+        question: wire.TextQuestion,
+        reader_probabilities: Sequence[float],
+        head_probabilities: Sequence[float] | None = None,
+    ) -> list[float]:
         """The answer the model gives with the reader: the head's answer mixed in (``head_weights``), then the
         final temperature. ``head_probabilities`` is needed when the question's type mixes the head in.
 
@@ -607,13 +655,17 @@ class QuestionReader:
         weight = self.head_weight(question)
         if weight > 0.0:
             if head_probabilities is None:
-                raise ValueError(f"the reader mixes the head's answer into {question.type} questions (weight {weight}); "
-                                 "pass head_probabilities")
+                raise ValueError(
+                    f"the reader mixes the head's answer into {question.type} questions (weight {weight}); "
+                    "pass head_probabilities"
+                )
             reader_probabilities = self.mix_with_head(reader_probabilities, head_probabilities, weight)
         return self.temper(reader_probabilities, self.config.final_temperature.get(question.type, 1.0))
 
     @staticmethod
-    def mix_with_head(reader_probabilities: Sequence[float], head_probabilities: Sequence[float], weight: float) -> list[float]:
+    def mix_with_head(
+        reader_probabilities: Sequence[float], head_probabilities: Sequence[float], weight: float
+    ) -> list[float]:
         """``(1 - weight)·log p_reader + weight·log p_head``, renormalised.
 
         Example:
@@ -621,11 +673,15 @@ class QuestionReader:
             [0.5, 0.5]
         """
         if len(reader_probabilities) != len(head_probabilities):
-            raise ValueError(f"cannot mix {len(reader_probabilities)} reader options with {len(head_probabilities)} head options")
+            raise ValueError(
+                f"cannot mix {len(reader_probabilities)} reader options with {len(head_probabilities)} head options"
+            )
         if weight <= 0.0:
             return list(reader_probabilities)
-        logp = [(1 - weight) * math.log(max(r, 1e-9)) + weight * math.log(max(h, 1e-9))
-                for r, h in zip(reader_probabilities, head_probabilities)]
+        logp = [
+            (1 - weight) * math.log(max(r, 1e-9)) + weight * math.log(max(h, 1e-9))
+            for r, h in zip(reader_probabilities, head_probabilities)
+        ]
         return _normalised_exp(logp)
 
     @staticmethod

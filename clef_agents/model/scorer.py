@@ -75,9 +75,14 @@ class QuestionScorer(Protocol):
 
     def head_logits(self, hidden: torch.Tensor, mask: torch.Tensor, batch: EncodedBatch) -> torch.Tensor: ...
 
-    def calibrated_log_probs(self, logits: torch.Tensor, batch: EncodedBatch, questions: list[list[wire.TextQuestion]],
-                             features: Mapping[str, torch.Tensor] | None = None,
-                             taught: list[list[TaughtQuestion | None]] | None = None) -> list[list[torch.Tensor]]: ...
+    def calibrated_log_probs(
+        self,
+        logits: torch.Tensor,
+        batch: EncodedBatch,
+        questions: list[list[wire.TextQuestion]],
+        features: Mapping[str, torch.Tensor] | None = None,
+        taught: list[list[TaughtQuestion | None]] | None = None,
+    ) -> list[list[torch.Tensor]]: ...
 
     def save(self, folder: str | Path) -> None: ...
 
@@ -139,8 +144,11 @@ class Scorer:
         weights = checkpoint.read_head(folder, self.device)
         missing = sorted({k.split(".")[0] for k in self.head.state_dict() if k not in weights})
         if strict and missing:
-            hint = ' (saved before the match path existed: set "match": false under "head" in its config.json)' if all(
-                m.startswith("match_") for m in missing) else ""
+            hint = (
+                ' (saved before the match path existed: set "match": false under "head" in its config.json)'
+                if all(m.startswith("match_") for m in missing)
+                else ""
+            )
             raise ValueError(f"head weights in {folder} lack {', '.join(missing)}{hint}")
         result = self.head.load_state_dict(weights, strict=False)
         self.taught = checkpoint.load_taught(folder)
@@ -167,7 +175,9 @@ class Scorer:
         texts = option_texts(question)
         vectors = self.encoder.embed_frozen([*texts, wire.content_text(question.instructions) or "yes or no"])
         types, levels = option_types(question)
-        built = QuestionSchema(option_vec=vectors[:-1], question_vec=vectors[-1], option_type=types, option_level=levels)
+        built = QuestionSchema(
+            option_vec=vectors[:-1], question_vec=vectors[-1], option_type=types, option_level=levels
+        )
         self._schemas.put(key, built, SCHEMA_CACHE_SIZE)
         return built
 
@@ -213,7 +223,17 @@ class Scorer:
                 cursor += n
             spans.append(row_spans)
         empty = torch.zeros((n_rows, 0), dtype=torch.long)
-        return EncodedBatch(empty, empty, option_vec, question_vec, option_type, option_level, option_question, spans, option_cache=cache)
+        return EncodedBatch(
+            empty,
+            empty,
+            option_vec,
+            question_vec,
+            option_type,
+            option_level,
+            option_question,
+            spans,
+            option_cache=cache,
+        )
 
     def _empty_option_cache(self, n_rows: int, n_options: int) -> OptionCache:
         dim, hidden = self.config.head.dim, self.encoder.hidden_size
@@ -296,8 +316,14 @@ class Scorer:
                     state = features[entry.features][i].to(entry.weight.device)
                     text = batch.texts[i] if batch.texts else None
                     part = entry.tool_match
-                    blended = entry.logits(state, z.to(entry.weight.device), wire.option_names(question), text, encoder=self.encoder,
-                                           tools=tools.get((i, id(part))) if part is not None else None)
+                    blended = entry.logits(
+                        state,
+                        z.to(entry.weight.device),
+                        wire.option_names(question),
+                        text,
+                        encoder=self.encoder,
+                        tools=tools.get((i, id(part))) if part is not None else None,
+                    )
                     row_out.append(F.log_softmax(blended, dim=-1))
                 elif isinstance(question, wire.Noul):
                     margin = cal.noul_a * (z[0] - z[1]) + cal.noul_b
@@ -308,7 +334,9 @@ class Scorer:
             out.append(row_out)
         return out
 
-    def tool_features(self, batch: EncodedBatch, taught: list[list[TaughtQuestion | None]]) -> dict[tuple[int, int], torch.Tensor]:
+    def tool_features(
+        self, batch: EncodedBatch, taught: list[list[TaughtQuestion | None]]
+    ) -> dict[tuple[int, int], torch.Tensor]:
         """The tool-match features of every request one of whose taught questions has a tool-match part,
         by (request index, ``id`` of the part): one batched encoder call per part for all of its requests.
 
@@ -327,7 +355,9 @@ class Scorer:
                         rows.append(i)
         out: dict[tuple[int, int], torch.Tensor] = {}
         for key, (part, rows) in rows_by_part.items():
-            out.update({(i, key): row for i, row in zip(rows, part.features([batch.texts[i] for i in rows], self.encoder))})
+            out.update(
+                {(i, key): row for i, row in zip(rows, part.features([batch.texts[i] for i in rows], self.encoder))}
+            )
         return out
 
     def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
@@ -407,8 +437,13 @@ def _option_cache_to(cache: OptionCache | None, device: torch.device) -> OptionC
     """The cache as float32 tensors on ``device`` (None stays None)."""
     if cache is None:
         return None
-    move = lambda t: t.to(device=device, dtype=torch.float32)
-    return OptionCache(move(cache.option_input), move(cache.gather_query), move(cache.match) if cache.match is not None else None)
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.to(device=device, dtype=torch.float32)
+
+    return OptionCache(
+        move(cache.option_input), move(cache.gather_query), move(cache.match) if cache.match is not None else None
+    )
 
 
 def head_dtype(precision: str | None, device: torch.device) -> torch.dtype:

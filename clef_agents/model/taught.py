@@ -33,9 +33,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -73,7 +73,9 @@ def parse_features(spec: str) -> tuple[int, bool]:
     """
     match = re.fullmatch(r"mean([1-9][0-9]*)(\+max)?", spec)
     if match is None:
-        raise ValueError(f"unknown taught features {spec!r}; allowed: 'meanK' or 'meanK+max' with K >= 1 (e.g. {FEATURES!r})")
+        raise ValueError(
+            f"unknown taught features {spec!r}; allowed: 'meanK' or 'meanK+max' with K >= 1 (e.g. {FEATURES!r})"
+        )
     return int(match.group(1)), match.group(2) is not None
 
 
@@ -194,17 +196,30 @@ class TaughtQuestion:
         self._index = {name: i for i, name in enumerate(self.names)}
         self._offsets = torch.tensor([self.prior_offsets.get(name, 0.0) for name in self.names])
         if self.novelty is not None and (self.neighbours is None or self.novelty.option not in self._index):
-            raise ValueError(f"taught question {self.instructions!r}: a novelty part on {self.novelty.option!r} needs the "
-                             f"neighbour bank and one of the options {self.names}")
+            raise ValueError(
+                f"taught question {self.instructions!r}: a novelty part on {self.novelty.option!r} needs the "
+                f"neighbour bank and one of the options {self.names}"
+            )
         if self.tool_match is not None and self.tool_match.option not in self._index:
-            raise ValueError(f"taught question {self.instructions!r}: a tool-match part on {self.tool_match.option!r} needs "
-                             f"one of the options {self.names}")
+            raise ValueError(
+                f"taught question {self.instructions!r}: a tool-match part on {self.tool_match.option!r} needs "
+                f"one of the options {self.names}"
+            )
         if self.lexical is not None and self.lexical.weight.shape[0] != len(self.names):
-            raise ValueError(f"taught question {self.instructions!r}: lexical weights for {self.lexical.weight.shape[0]} "
-                             f"options but {len(self.names)} names")
+            raise ValueError(
+                f"taught question {self.instructions!r}: lexical weights for {self.lexical.weight.shape[0]} "
+                f"options but {len(self.names)} names"
+            )
 
-    def logits(self, features: torch.Tensor, head_logits: torch.Tensor, names: list[str], text: str | None = None,
-               encoder: ToolEncoder | None = None, tools: torch.Tensor | None = None) -> torch.Tensor | None:
+    def logits(
+        self,
+        features: torch.Tensor,
+        head_logits: torch.Tensor,
+        names: list[str],
+        text: str | None = None,
+        encoder: ToolEncoder | None = None,
+        tools: torch.Tensor | None = None,
+    ) -> torch.Tensor | None:
         """Blended logits over ``names`` (in that order), or None when a name was never taught.
 
         ``text`` is the state text; questions taught with a lexical or a tool-match part need it, and
@@ -216,19 +231,28 @@ class TaughtQuestion:
         except KeyError:
             return None
         if self.lexical is not None and text is None:
-            raise ValueError(f"taught question {self.instructions!r} reads the state text (lexical part) but none was given")
+            raise ValueError(
+                f"taught question {self.instructions!r} reads the state text (lexical part) but none was given"
+            )
         head = head_logits.new_zeros((*head_logits.shape[:-1], len(self.names)))
         head[..., rows] = head_logits
         lexical = self.lexical.logits(text) if self.lexical is not None else None
         if self.tool_match is not None and tools is None:
             if text is None or encoder is None:
-                raise ValueError(f"taught question {self.instructions!r} compares the request with the listed tools "
-                                 "(tool-match part) and needs the state text and the encoder")
+                raise ValueError(
+                    f"taught question {self.instructions!r} compares the request with the listed tools "
+                    "(tool-match part) and needs the state text and the encoder"
+                )
             tools = self.tool_match.features([text], encoder)[0]
         return self.blend(features, head, lexical, tools)[..., rows] + self._offsets[rows]
 
-    def blend(self, features: torch.Tensor, head: torch.Tensor, lexical: torch.Tensor | None = None,
-              tools: torch.Tensor | None = None) -> torch.Tensor:
+    def blend(
+        self,
+        features: torch.Tensor,
+        head: torch.Tensor,
+        lexical: torch.Tensor | None = None,
+        tools: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The blend over all taught names [..., n], without prior offsets: features [..., F], the head's
         logits [..., n] (0 for absent options), for a question with a lexical part its logits [..., n], and
         for one with a tool-match part its ``ToolMatch.features`` [..., k]."""
@@ -247,7 +271,9 @@ class TaughtQuestion:
             mixed = mixed + self.delta * lexical
         if self.tool_match is not None:
             if tools is None:
-                raise ValueError(f"taught question {self.instructions!r} has a tool-match part; its blend needs the tool features")
+                raise ValueError(
+                    f"taught question {self.instructions!r} has a tool-match part; its blend needs the tool features"
+                )
             mixed = mixed + self.tool_match.logits(tools, self._index[self.tool_match.option], len(self.names))
         return mixed
 
@@ -295,28 +321,43 @@ class TaughtQuestions:
         for key, taught in self.questions.items():
             for part in PARTS:
                 tensors[f"{key}.{part}"] = half(getattr(taught, part))
-            index[key] = {"type": taught.kind, "instructions": taught.instructions, "names": taught.names,
-                          "features": taught.features,
-                          **{name: getattr(taught, name) for name in BLEND}, "prior_offsets": taught.prior_offsets,
-                          "report": taught.report}
+            index[key] = {
+                "type": taught.kind,
+                "instructions": taught.instructions,
+                "names": taught.names,
+                "features": taught.features,
+                **{name: getattr(taught, name) for name in BLEND},
+                "prior_offsets": taught.prior_offsets,
+                "report": taught.report,
+            }
             if taught.lexical is not None:
                 for part in LEXICAL_PARTS:
                     tensors[f"{key}.lexical_{part}"] = half(getattr(taught.lexical, part))
-                index[key]["lexical"] = {"delta": taught.delta, "vocabulary": taught.lexical.vocabulary,
-                                         **({"identifier_words": True} if taught.lexical.identifier_words else {})}
+                index[key]["lexical"] = {
+                    "delta": taught.delta,
+                    "vocabulary": taught.lexical.vocabulary,
+                    **({"identifier_words": True} if taught.lexical.identifier_words else {}),
+                }
             if taught.neighbours is not None:
                 for part in NEIGHBOUR_PARTS:
                     tensors[f"{key}.neighbour_{part}"] = half(getattr(taught.neighbours, part))
                 tensors[f"{key}.neighbour_bank"] = quantise_bank(taught.neighbours.bank).contiguous()
-                tensors[f"{key}.neighbour_labels"] = taught.neighbours.labels.to(smallest_index_dtype(len(taught.names))).contiguous()
-                index[key]["neighbours"] = {"epsilon": taught.epsilon, "k": taught.neighbours.k,
-                                            "temperature": taught.neighbours.temperature}
+                tensors[f"{key}.neighbour_labels"] = taught.neighbours.labels.to(
+                    smallest_index_dtype(len(taught.names))
+                ).contiguous()
+                index[key]["neighbours"] = {
+                    "epsilon": taught.epsilon,
+                    "k": taught.neighbours.k,
+                    "temperature": taught.neighbours.temperature,
+                }
             if taught.novelty is not None:
                 index[key]["novelty"] = asdict(taught.novelty)
             if taught.tool_match is not None:
                 index[key]["tool_match"] = taught.tool_match.to_json()
                 if taught.tool_match.idf is not None:
-                    tensors[f"{key}.tool_idf"] = taught.tool_match.idf.float().contiguous()  # teaching fits on float32 idf
+                    tensors[f"{key}.tool_idf"] = (
+                        taught.tool_match.idf.float().contiguous()
+                    )  # teaching fits on float32 idf
         save_file(tensors, str(folder / TAUGHT_FILE))
         (folder / TAUGHT_INDEX).write_text(index_json(index) + "\n")
 
@@ -336,17 +377,28 @@ class TaughtQuestions:
         for key, entry in index.items():
             parts = _read_parts(tensors, key, PARTS, entry, folder)
             if parts["weight"].shape[0] != len(entry["names"]):
-                raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
-                                 f"but weights for {parts['weight'].shape[0]} options")
+                raise ValueError(
+                    f"taught question {entry['instructions']!r} in {folder}: {len(entry['names'])} names "
+                    f"but weights for {parts['weight'].shape[0]} options"
+                )
             lexical, delta = _load_lexical(key, entry, tensors, folder)
             neighbours, epsilon = _load_neighbours(key, entry, tensors, folder)
-            questions[key] = TaughtQuestion(entry["type"], entry["instructions"], entry["names"], **parts,
-                                            **{name: float(entry[name]) for name in BLEND}, report=entry.get("report", {}),
-                                            prior_offsets=dict(entry.get("prior_offsets", {})),
-                                            features=entry.get("features", LEGACY_FEATURES), lexical=lexical, delta=delta,
-                                            neighbours=neighbours, epsilon=epsilon,
-                                            novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None,
-                                            tool_match=_load_tool_match(key, entry, tensors, folder))
+            questions[key] = TaughtQuestion(
+                entry["type"],
+                entry["instructions"],
+                entry["names"],
+                **parts,
+                **{name: float(entry[name]) for name in BLEND},
+                report=entry.get("report", {}),
+                prior_offsets=dict(entry.get("prior_offsets", {})),
+                features=entry.get("features", LEGACY_FEATURES),
+                lexical=lexical,
+                delta=delta,
+                neighbours=neighbours,
+                epsilon=epsilon,
+                novelty=Novelty(**entry["novelty"]) if "novelty" in entry else None,
+                tool_match=_load_tool_match(key, entry, tensors, folder),
+            )
         return cls(questions)
 
 
@@ -365,11 +417,15 @@ def index_json(value: Any, indent: str = "") -> str:
     if not isinstance(value, dict) or not value:
         return json.dumps(value, ensure_ascii=False)
     inner = indent + "  "
-    members = ",\n".join(f"{inner}{json.dumps(str(key), ensure_ascii=False)}: {index_json(item, inner)}" for key, item in value.items())
+    members = ",\n".join(
+        f"{inner}{json.dumps(str(key), ensure_ascii=False)}: {index_json(item, inner)}" for key, item in value.items()
+    )
     return "{\n" + members + "\n" + indent + "}"
 
 
-def _load_tool_match(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> ToolMatch | None:
+def _load_tool_match(
+    key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path
+) -> ToolMatch | None:
     """The tool-match part of a taught entry (None for entries saved without one; ``cosine`` for parts saved
     before the kind existed)."""
     stored = entry.get("tool_match")
@@ -377,35 +433,59 @@ def _load_tool_match(key: str, entry: dict[str, Any], tensors: dict[str, torch.T
         return None
     kind = stored.get("kind", "cosine")
     idf = _read_parts(tensors, key, ["tool_idf"], entry, folder)["tool_idf"] if kind == "coverage" else None
-    return ToolMatch(stored["option"], tuple(stored["weight"]), float(stored["bias"]), tuple(stored["mean"]),
-                     tuple(stored["scale"]), kind=kind, idf=idf)
+    return ToolMatch(
+        stored["option"],
+        tuple(stored["weight"]),
+        float(stored["bias"]),
+        tuple(stored["mean"]),
+        tuple(stored["scale"]),
+        kind=kind,
+        idf=idf,
+    )
 
 
-def _load_lexical(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[LexicalModel | None, float]:
+def _load_lexical(
+    key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path
+) -> tuple[LexicalModel | None, float]:
     """The lexical part of a taught entry (None, 0.0 for entries saved without one)."""
     if "lexical" not in entry:
         return None, 0.0
     stored = _read_parts(tensors, key, [f"lexical_{part}" for part in LEXICAL_PARTS], entry, folder)
     parts = {part: stored[f"lexical_{part}"] for part in LEXICAL_PARTS}
     identifier_words = bool(entry["lexical"].get("identifier_words", False))
-    return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts, identifier_words=identifier_words), float(entry["lexical"]["delta"])
+    return LexicalModel(list(entry["lexical"]["vocabulary"]), **parts, identifier_words=identifier_words), float(
+        entry["lexical"]["delta"]
+    )
 
 
-def _load_neighbours(key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path) -> tuple[NeighbourModel | None, float]:
+def _load_neighbours(
+    key: str, entry: dict[str, Any], tensors: dict[str, torch.Tensor], folder: Path
+) -> tuple[NeighbourModel | None, float]:
     """The neighbour part of a taught entry (None, 0.0 for entries saved without one)."""
     if "neighbours" not in entry:
         return None, 0.0
-    stored = _read_parts(tensors, key, [f"neighbour_{part}" for part in (*NEIGHBOUR_PARTS, "bank", "labels")], entry, folder)
+    stored = _read_parts(
+        tensors, key, [f"neighbour_{part}" for part in (*NEIGHBOUR_PARTS, "bank", "labels")], entry, folder
+    )
     settings = entry["neighbours"]
-    model = NeighbourModel(stored["neighbour_mean"], stored["neighbour_projection"], bank=dequantise_bank(stored["neighbour_bank"]),
-                           labels=stored["neighbour_labels"].long(),
-                           k=int(settings["k"]), temperature=float(settings["temperature"]))
+    model = NeighbourModel(
+        stored["neighbour_mean"],
+        stored["neighbour_projection"],
+        bank=dequantise_bank(stored["neighbour_bank"]),
+        labels=stored["neighbour_labels"].long(),
+        k=int(settings["k"]),
+        temperature=float(settings["temperature"]),
+    )
     return model, float(settings["epsilon"])
 
 
-def _read_parts(tensors: dict[str, torch.Tensor], key: str, parts: Sequence[str], entry: dict[str, Any], folder: Path) -> dict[str, torch.Tensor]:
+def _read_parts(
+    tensors: dict[str, torch.Tensor], key: str, parts: Sequence[str], entry: dict[str, Any], folder: Path
+) -> dict[str, torch.Tensor]:
     """A taught entry's stored tensors as float32, by part name; a clear error naming any missing part."""
     missing = [part for part in parts if f"{key}.{part}" not in tensors]
     if missing:
-        raise ValueError(f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks {', '.join(missing)}")
+        raise ValueError(
+            f"taught question {entry['instructions']!r} in {folder}: {TAUGHT_FILE} lacks {', '.join(missing)}"
+        )
     return {part: tensors[f"{key}.{part}"].float() for part in parts}

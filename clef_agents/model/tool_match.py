@@ -203,15 +203,27 @@ def coverage_features(texts: Sequence[str], embed_tokens: EmbedTokens, idf: torc
                 covers.append((0.0, 0.0))
                 continue
             similarity = request_vectors.float() @ tool_vectors.float().T
-            covers.append((float(similarity.max(1).values @ request_weights),
-                           float(similarity.max(0).values @ token_weights(tool_ids, idf))))
+            covers.append(
+                (
+                    float(similarity.max(1).values @ request_weights),
+                    float(similarity.max(0).values @ token_weights(tool_ids, idf)),
+                )
+            )
         request_cover = [c[0] for c in covers]
-        rows[i] = torch.tensor([max(request_cover), max(c[1] for c in covers), sum(request_cover) / len(covers),
-                                max((a + b) / 2 for a, b in covers)])
+        rows[i] = torch.tensor(
+            [
+                max(request_cover),
+                max(c[1] for c in covers),
+                sum(request_cover) / len(covers),
+                max((a + b) / 2 for a, b in covers),
+            ]
+        )
     return rows
 
 
-def tool_features(kind: str, texts: Sequence[str], encoder: ToolEncoder, idf: torch.Tensor | None = None) -> torch.Tensor:
+def tool_features(
+    kind: str, texts: Sequence[str], encoder: ToolEncoder, idf: torch.Tensor | None = None
+) -> torch.Tensor:
     """The raw features [N, k] of states for a kind (``coverage`` reads ``idf``, ``cosine`` nothing more)."""
     if kind == "coverage":
         if idf is None:
@@ -245,11 +257,15 @@ class ToolMatch:
     def __post_init__(self) -> None:
         names = KINDS.get(self.kind)
         if names is None:
-            raise ValueError(f"tool-match part on {self.option!r}: unknown kind {self.kind!r}; allowed: {', '.join(KINDS)}")
+            raise ValueError(
+                f"tool-match part on {self.option!r}: unknown kind {self.kind!r}; allowed: {', '.join(KINDS)}"
+            )
         sizes = {len(self.weight), len(self.mean), len(self.scale)}
         if sizes != {len(names)}:
-            raise ValueError(f"tool-match part on {self.option!r}: weight, mean and scale need {len(names)} "
-                             f"values each ({', '.join(names)}), got {len(self.weight)}, {len(self.mean)}, {len(self.scale)}")
+            raise ValueError(
+                f"tool-match part on {self.option!r}: weight, mean and scale need {len(names)} "
+                f"values each ({', '.join(names)}), got {len(self.weight)}, {len(self.mean)}, {len(self.scale)}"
+            )
         if any(s <= 0 for s in self.scale):
             raise ValueError(f"tool-match part on {self.option!r}: scales must be positive, got {list(self.scale)}")
         if self.kind == "coverage" and self.idf is None:
@@ -266,8 +282,14 @@ class ToolMatch:
 
     def to_json(self) -> dict[str, Any]:
         """What ``taught.json`` keeps (the IDF table goes to the safetensors file)."""
-        return {"option": self.option, "weight": list(self.weight), "bias": self.bias, "mean": list(self.mean),
-                "scale": list(self.scale), "kind": self.kind}
+        return {
+            "option": self.option,
+            "weight": list(self.weight),
+            "bias": self.bias,
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "kind": self.kind,
+        }
 
     def standardise(self, features: torch.Tensor) -> torch.Tensor:
         """Features [..., k] in the units the weights read."""

@@ -148,14 +148,18 @@ class _ServerState:
 # --------------------------------------------------------------------------- error bodies
 
 
-def error_response(status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
     """A non-validation error in the System One shape: ``{"detail": {"error_type", "message"}}``.
 
     Example:
         >>> error_response(404, "not_found_error", "no model 'x'").status_code
         404
     """
-    return JSONResponse({"detail": {"error_type": error_type, "message": message}}, status_code=status, headers=dict(headers or {}))
+    return JSONResponse(
+        {"detail": {"error_type": error_type, "message": message}}, status_code=status, headers=dict(headers or {})
+    )
 
 
 def validation_response(error: wire.InvalidRequestError) -> JSONResponse:
@@ -165,7 +169,10 @@ def validation_response(error: wire.InvalidRequestError) -> JSONResponse:
         >>> validation_response(wire.InvalidRequestError([{"loc": ["state"], "msg": "field required", "type": "missing"}])).body
         b'{"detail":[{"loc":["body","state"],"msg":"field required","type":"missing"}]}'
     """
-    detail = [_printable_error({**e, "loc": e["loc"] if e["loc"][:1] == ["body"] else ["body", *e["loc"]]}) for e in error.errors]
+    detail = [
+        _printable_error({**e, "loc": e["loc"] if e["loc"][:1] == ["body"] else ["body", *e["loc"]]})
+        for e in error.errors
+    ]
     return JSONResponse({"detail": detail}, status_code=422)
 
 
@@ -212,7 +219,9 @@ def _media_type_failure(request: Request) -> JSONResponse | None:
     if media in JSON_MEDIA_TYPES or (media.startswith("application/") and media.endswith("+json")):
         return None
     return error_response(
-        415, "unsupported_media_type_error", f"header content-type: got {wire.printable(media)!r}; allowed: application/json"
+        415,
+        "unsupported_media_type_error",
+        f"header content-type: got {wire.printable(media)!r}; allowed: application/json",
     )
 
 
@@ -239,13 +248,17 @@ def _decode_json(raw: bytes) -> Any:
     try:
         decoded = json.loads(raw.decode("utf-8"), object_pairs_hook=unrepeated)
     except UnicodeDecodeError as exc:
-        raise wire.InvalidRequestError([{"loc": ["body"], "msg": f"the body is not UTF-8: {exc.reason}", "type": "json_invalid"}]) from None
+        raise wire.InvalidRequestError(
+            [{"loc": ["body"], "msg": f"the body is not UTF-8: {exc.reason}", "type": "json_invalid"}]
+        ) from None
     except json.JSONDecodeError as exc:
         raise wire.InvalidRequestError(
             [{"loc": ["body", exc.pos], "msg": f"the body is not valid JSON: {exc.msg}", "type": "json_invalid"}]
         ) from None
     except RecursionError:
-        raise wire.InvalidRequestError([{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]) from None
+        raise wire.InvalidRequestError(
+            [{"loc": ["body"], "msg": "the body is JSON nested too deeply", "type": "json_invalid"}]
+        ) from None
     if marked:
         raise wire.InvalidRequestError(_repeated_key_errors(decoded))
     return decoded
@@ -259,9 +272,14 @@ def _repeated_key_errors(decoded: Any) -> list[dict[str, Any]]:
         loc, value = stack.pop()
         if isinstance(value, _RepeatedKeys):
             keys = ", ".join(repr(key) for key in value.repeated)
-            errors.append({"loc": loc, "msg": f"repeated key {keys}: each key may appear once in an object "
-                                              "(a repeated key would silently keep only its last value)",
-                           "type": "duplicate_key"})
+            errors.append(
+                {
+                    "loc": loc,
+                    "msg": f"repeated key {keys}: each key may appear once in an object "
+                    "(a repeated key would silently keep only its last value)",
+                    "type": "duplicate_key",
+                }
+            )
         if isinstance(value, dict):
             stack.extend(([*loc, key], item) for key, item in reversed(value.items()))
         elif isinstance(value, list):
@@ -283,7 +301,12 @@ def _auth_failure(request: Request) -> JSONResponse | None:
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
     if not header:
-        return error_response(401, "authentication_error", "missing API key: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"})
+        return error_response(
+            401,
+            "authentication_error",
+            "missing API key: send Authorization: Bearer <key>",
+            {"WWW-Authenticate": "Bearer"},
+        )
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
         return error_response(401, "authentication_error", "invalid API key", {"WWW-Authenticate": "Bearer"})
     return None
@@ -314,11 +337,23 @@ async def systemone(request: Request) -> Response:
     try:
         raw = await _read_body(request, settings.max_body_bytes, settings.body_timeout_s)
     except _BodyTooLarge as exc:
-        return error_response(413, "request_too_large", f"body: at least {exc.args[0]} bytes; the limit is {settings.max_body_bytes}", CLOSE)
+        return error_response(
+            413,
+            "request_too_large",
+            f"body: at least {exc.args[0]} bytes; the limit is {settings.max_body_bytes}",
+            CLOSE,
+        )
     except asyncio.TimeoutError:
-        return error_response(408, "request_timeout_error", f"body: not fully received within {settings.body_timeout_s:g} s (shorter than its Content-Length?)", CLOSE)
+        return error_response(
+            408,
+            "request_timeout_error",
+            f"body: not fully received within {settings.body_timeout_s:g} s (shorter than its Content-Length?)",
+            CLOSE,
+        )
     except ClientDisconnect:
-        return error_response(400, "invalid_request_error", "body: the client disconnected before sending all of it", CLOSE)
+        return error_response(
+            400, "invalid_request_error", "body: the client disconnected before sending all of it", CLOSE
+        )
     try:
         parsed = wire.parse_request(_decode_json(raw), settings.limits)
     except wire.InvalidRequestError as exc:
@@ -378,7 +413,11 @@ def unreachable_kind(exc: BaseException) -> str | None:
         seen.add(id(current))
         if isinstance(current, (ConnectionError, *RETRYABLE_ERRORS)):
             return type(current).__name__
-        if isinstance(current, SystemOneHTTPError) and current.status_code == 503 and current.error_type == "not_ready_error":
+        if (
+            isinstance(current, SystemOneHTTPError)
+            and current.status_code == 503
+            and current.error_type == "not_ready_error"
+        ):
             return "the upstream server is not ready"
         current = current.__cause__ or current.__context__
     return None
@@ -386,7 +425,9 @@ def unreachable_kind(exc: BaseException) -> str | None:
 
 def _mark_unreachable(server: _ServerState, kind: str, exc: BaseException) -> None:
     if server.unreachable is None:
-        logger.error("the model cannot be reached (%s); /readyz says not ready until it answers again", kind, exc_info=exc)
+        logger.error(
+            "the model cannot be reached (%s); /readyz says not ready until it answers again", kind, exc_info=exc
+        )
     else:
         logger.warning("the model still cannot be reached (%s: %s)", kind, exc)
     server.unreachable = kind
@@ -402,7 +443,12 @@ async def _probe(server: _ServerState) -> None:
     if server.probing.locked():
         return  # another /readyz is asking already: report what is known
     async with server.probing:
-        probe = {"state": "", "questions": wire.validate_questions({"ready": {"type": "noul", "instructions": "Is this a readiness probe?"}})}
+        probe = {
+            "state": "",
+            "questions": wire.validate_questions(
+                {"ready": {"type": "noul", "instructions": "Is this a readiness probe?"}}
+            ),
+        }
         try:
             await asyncio.wait_for(server.answer(probe), min(PROBE_TIMEOUT_S, server.settings.request_timeout_s))
         except asyncio.TimeoutError:
@@ -531,7 +577,9 @@ class AccessLogMiddleware:
 
 
 async def _send_last_resort_500(send: Send, request_id: str) -> None:
-    body = json.dumps({"detail": {"error_type": "api_error", "message": "internal server error; see the server log"}}).encode()
+    body = json.dumps(
+        {"detail": {"error_type": "api_error", "message": "internal server error; see the server log"}}
+    ).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -237,7 +237,9 @@ class MicroBatcher:
             started = time.perf_counter()
             abandoned = _all_abandoned(live)
             try:
-                results = await loop.run_in_executor(self._executor, answer_batch, self.model, [p.request for p in live], abandoned.is_set)
+                results = await loop.run_in_executor(
+                    self._executor, answer_batch, self.model, [p.request for p in live], abandoned.is_set
+                )
             except Exception as exc:  # noqa: BLE001 — the executor itself failed
                 results = [exc] * len(live)
             self.model_seconds += time.perf_counter() - started

@@ -31,29 +31,69 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--model", default="mini", help=f"{MODEL_HELP} (default mini)")
     parser.add_argument("--model-name", default=None, help="name to serve the model as (default: the model's own name)")
-    parser.add_argument("--alias", action="append", default=None, help="another accepted model name (repeatable; jev-latest is always accepted)")
-    parser.add_argument("--max-batch-size", type=int, default=16, help="most requests per forward pass; 1 turns batching off (default 16)")
-    parser.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)")
-    parser.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)")
+    parser.add_argument(
+        "--alias",
+        action="append",
+        default=None,
+        help="another accepted model name (repeatable; jev-latest is always accepted)",
+    )
+    parser.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=16,
+        help="most requests per forward pass; 1 turns batching off (default 16)",
+    )
+    parser.add_argument(
+        "--max-wait-ms", type=float, default=5.0, help="how long a request waits for others to batch with (default 5)"
+    )
+    parser.add_argument(
+        "--request-timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)"
+    )
     parser.add_argument("--max-body-bytes", type=int, default=512 * 1024, help="larger bodies get 413 (default 524288)")
-    parser.add_argument("--max-queue", type=int, default=1024, help="requests allowed to wait; beyond it 503 (default 1024)")
-    parser.add_argument("--api-key", default=None, help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV} if set, else no auth)")
+    parser.add_argument(
+        "--max-queue", type=int, default=1024, help="requests allowed to wait; beyond it 503 (default 1024)"
+    )
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require Authorization: Bearer <key> (default: ${API_KEY_ENV} if set, else no auth)",
+    )
     parser.add_argument(
         "--allow-unauthenticated",
         action="store_true",
         help="serve without an API key on a non-loopback --host (refused otherwise: anyone who can reach the port could use the model)",
     )
-    parser.add_argument("--max-questions", type=int, default=None, help="most questions per request; beyond it 422 (default 64)")
-    parser.add_argument("--max-options", type=int, default=None, help="most options over all questions of a request (a noul counts 2; default 1024)")
-    parser.add_argument("--max-state-chars", type=int, default=None, help="most characters of state text per request (default 262144)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: 1, or $CLEF_AGENTS_THREADS: bench/threads/results.md)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)")
+    parser.add_argument(
+        "--max-questions", type=int, default=None, help="most questions per request; beyond it 422 (default 64)"
+    )
+    parser.add_argument(
+        "--max-options",
+        type=int,
+        default=None,
+        help="most options over all questions of a request (a noul counts 2; default 1024)",
+    )
+    parser.add_argument(
+        "--max-state-chars", type=int, default=None, help="most characters of state text per request (default 262144)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for the model (sets OMP_NUM_THREADS before it loads; default: 1, or $CLEF_AGENTS_THREADS: bench/threads/results.md)",
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log level (default info)"
+    )
     ray = parser.add_argument_group("Ray Serve (scale out over replicas and machines)")
     ray.add_argument("--ray", action="store_true", help="deploy on Ray Serve instead of a single uvicorn process")
     ray.add_argument("--replicas", type=int, default=2, help="Ray Serve replicas (default 2)")
     ray.add_argument("--gpus-per-replica", type=float, default=0.0, help="GPUs reserved per replica (default 0)")
     ray.add_argument("--cpus-per-replica", type=float, default=1.0, help="CPUs reserved per replica (default 1)")
-    ray.add_argument("--ray-address", default=None, help="Ray cluster to join ('auto' for a running cluster; default: start a local one)")
+    ray.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to join ('auto' for a running cluster; default: start a local one)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -144,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
     check_exposure(args.host, settings.api_key, args.allow_unauthenticated)
     configure_logging(args.log_level)
     if not settings.api_key and not is_loopback(args.host):
-        logging.getLogger("clef_agents.serve").warning("serving %s without an API key (--allow-unauthenticated)", args.host)
+        logging.getLogger("clef_agents.serve").warning(
+            "serving %s without an API key (--allow-unauthenticated)", args.host
+        )
     if args.threads is not None:
         set_cpu_threads(args.threads)
     if args.ray:

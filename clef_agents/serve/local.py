@@ -33,7 +33,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def serve_in_thread(app: ASGIApp, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 30.0) -> Iterator[str]:
+def serve_in_thread(
+    app: ASGIApp, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 30.0
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn in a daemon thread; yields the base URL, stops on exit.
 
     Example:

@@ -53,7 +53,9 @@ def _question_schemas() -> dict[str, Any]:
     choice["properties"]["criteria"].update(
         minProperties=wire.MIN_CHOICE_OPTIONS, maxProperties=wire.MAX_CHOICE_OPTIONS, propertyNames=OPTION_NAME
     )
-    score["properties"]["criteria"].update(minItems=wire.MIN_SCORE_LEVELS, maxItems=wire.MAX_SCORE_LEVELS, items=NON_NULL_JSON)
+    score["properties"]["criteria"].update(
+        minItems=wire.MIN_SCORE_LEVELS, maxItems=wire.MAX_SCORE_LEVELS, items=NON_NULL_JSON
+    )
     return schemas
 
 
@@ -63,7 +65,10 @@ def _schemas(limits: wire.RequestLimits) -> dict[str, Any]:
         "type": "object",
         "required": ["state", "questions"],
         "properties": {
-            "model": {"type": ["string", "null"], "description": "Model name; the served name or an alias such as 'jev-latest' (null: the served model)."},
+            "model": {
+                "type": ["string", "null"],
+                "description": "Model name; the served name or an alias such as 'jev-latest' (null: the served model).",
+            },
             "state": {
                 "description": (
                     f"Text, a JSON object or a JSON array to decide about: at most {limits.max_state_chars} characters of text "
@@ -77,7 +82,10 @@ def _schemas(limits: wire.RequestLimits) -> dict[str, Any]:
                 "minProperties": 1,
                 "maxProperties": limits.max_questions,
                 "propertyNames": {"type": "string", "minLength": 1},
-                "additionalProperties": {"oneOf": [_ref("Noul"), _ref("Choice"), _ref("Score")], "discriminator": {"propertyName": "type"}},
+                "additionalProperties": {
+                    "oneOf": [_ref("Noul"), _ref("Choice"), _ref("Score")],
+                    "discriminator": {"propertyName": "type"},
+                },
                 "description": (
                     f"Question id → question, 1–{limits.max_questions} of them. A choice has {wire.MIN_CHOICE_OPTIONS}–"
                     f"{wire.MAX_CHOICE_OPTIONS} options, a score {wire.MIN_SCORE_LEVELS}–{wire.MAX_SCORE_LEVELS} levels; "
@@ -93,11 +101,17 @@ def _schemas(limits: wire.RequestLimits) -> dict[str, Any]:
         "required": ["model", "answers", "usage"],
         "properties": {
             "model": {"type": "string"},
-            "answers": {"type": "object", "additionalProperties": {"oneOf": [_ref("NoulAnswer"), _ref("ChoiceAnswer"), _ref("ScoreAnswer")]}},
+            "answers": {
+                "type": "object",
+                "additionalProperties": {"oneOf": [_ref("NoulAnswer"), _ref("ChoiceAnswer"), _ref("ScoreAnswer")]},
+            },
             "usage": {
                 "type": "object",
                 "required": ["input_tokens", "output_tokens"],
-                "properties": {"input_tokens": {"type": "integer", "minimum": 0}, "output_tokens": {"type": "integer", "minimum": 0}},
+                "properties": {
+                    "input_tokens": {"type": "integer", "minimum": 0},
+                    "output_tokens": {"type": "integer", "minimum": 0},
+                },
             },
         },
         "patternProperties": {"^x_": {"description": "Extensions, e.g. x_truncation (how a long state was cut)."}},
@@ -140,7 +154,11 @@ def _schemas(limits: wire.RequestLimits) -> dict[str, Any]:
                 "items": {
                     "type": "object",
                     "required": ["name", "description", "release_date"],
-                    "properties": {"name": {"type": "string"}, "description": {"type": "string"}, "release_date": {"type": "string"}},
+                    "properties": {
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "release_date": {"type": "string"},
+                    },
                 },
             }
         },
@@ -181,13 +199,18 @@ def openapi_document(bearer: bool = False, limits: wire.RequestLimits = wire.DEF
                 "post": {
                     "operationId": "systemOne",
                     "summary": "Answer typed questions about a state",
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("SystemOneRequest")}}},
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("SystemOneRequest")}},
+                    },
                     "responses": {
                         "200": _json("SystemOneResponse", "One answer per question id."),
                         "400": _error("The client disconnected before sending the whole body."),
                         "401": _error("Missing or wrong API key (authentication_error)."),
                         "404": _error("Unknown model name (not_found_error)."),
-                        "408": _error("The body did not arrive in time, e.g. shorter than its Content-Length (request_timeout_error)."),
+                        "408": _error(
+                            "The body did not arrive in time, e.g. shorter than its Content-Length (request_timeout_error)."
+                        ),
                         "413": _error("Body larger than the server's limit (request_too_large)."),
                         "415": _error("The body is not declared as JSON (unsupported_media_type_error)."),
                         "422": _json("ValidationError", "The request breaks a System One rule; detail[] names each."),
@@ -206,9 +229,20 @@ def openapi_document(bearer: bool = False, limits: wire.RequestLimits = wire.DEF
                 }
             },
             "/v1/stats": {
-                "get": {"operationId": "stats", "summary": "Micro-batching counters", "responses": {"200": _simple("Counters.")}, **secured}
+                "get": {
+                    "operationId": "stats",
+                    "summary": "Micro-batching counters",
+                    "responses": {"200": _simple("Counters.")},
+                    **secured,
+                }
             },
-            "/healthz": {"get": {"operationId": "health", "summary": "Liveness", "responses": {"200": _simple("The process is up.")}}},
+            "/healthz": {
+                "get": {
+                    "operationId": "health",
+                    "summary": "Liveness",
+                    "responses": {"200": _simple("The process is up.")},
+                }
+            },
             "/readyz": {
                 "get": {
                     "operationId": "ready",
@@ -216,7 +250,13 @@ def openapi_document(bearer: bool = False, limits: wire.RequestLimits = wire.DEF
                     "responses": {"200": _simple("Ready."), "503": _error("Still loading, or loading failed.")},
                 }
             },
-            "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "responses": {"200": _simple("OpenAPI 3.1.")}}},
+            "/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document",
+                    "responses": {"200": _simple("OpenAPI 3.1.")},
+                }
+            },
         },
         "components": {"schemas": _schemas(limits)},
     }

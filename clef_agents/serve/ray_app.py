@@ -127,7 +127,9 @@ def start(
             init["num_cpus"] = num_cpus
         ray.init(**init)
     serve.start(http_options={"host": host, "port": port})
-    app = build_app(model_spec, settings, replicas=replicas, gpus_per_replica=gpus_per_replica, cpus_per_replica=cpus_per_replica)
+    app = build_app(
+        model_spec, settings, replicas=replicas, gpus_per_replica=gpus_per_replica, cpus_per_replica=cpus_per_replica
+    )
     serve.run(app, name=APP_NAME, route_prefix="/", blocking=False)
     return f"http://{host}:{port}"
 
@@ -141,7 +143,10 @@ def shutdown() -> None:
 def serve_forever(model_spec: str, settings: ServerSettings, **kwargs: Any) -> int:
     """``start`` and block until Ctrl-C (or SIGTERM), then shut down. Returns the exit code."""
     url = start(model_spec, settings, **kwargs)
-    print(f"clef-agents serve --ray: {kwargs.get('replicas', 2)} replicas answering on {url}/v1/systemone", file=sys.stderr)
+    print(
+        f"clef-agents serve --ray: {kwargs.get('replicas', 2)} replicas answering on {url}/v1/systemone",
+        file=sys.stderr,
+    )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -152,4 +157,3 @@ def serve_forever(model_spec: str, settings: ServerSettings, **kwargs: Any) -> i
     finally:
         shutdown()
     return 0
-

@@ -31,7 +31,13 @@ from pydantic import ConfigDict, Field, PrivateAttr, SecretStr
 from clef_agents import wire
 
 SYSTEMONE_PATH = "/v1/systemone"
-RETRYABLE_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+RETRYABLE_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
 """Connection failures worth retrying. A read timeout is not: the server may still be working."""
 
 
@@ -114,7 +120,9 @@ class RemoteDecisionModel(BaseDecisionModel):
     def client(self) -> httpx.Client:
         """The pooled sync client (created on first use)."""
         if self._client is None:
-            self._client = httpx.Client(headers=self._headers(), timeout=self.timeout, limits=self._limits(), transport=self.transport)
+            self._client = httpx.Client(
+                headers=self._headers(), timeout=self.timeout, limits=self._limits(), transport=self.transport
+            )
         return self._client
 
     @property
@@ -123,8 +131,12 @@ class RemoteDecisionModel(BaseDecisionModel):
         loop_id = id(asyncio.get_running_loop())
         client = self._async_clients.get(loop_id)
         if client is None:
-            transport = self.async_transport or (self.transport if isinstance(self.transport, httpx.AsyncBaseTransport) else None)
-            client = httpx.AsyncClient(headers=self._headers(), timeout=self.timeout, limits=self._limits(), transport=transport)
+            transport = self.async_transport or (
+                self.transport if isinstance(self.transport, httpx.AsyncBaseTransport) else None
+            )
+            client = httpx.AsyncClient(
+                headers=self._headers(), timeout=self.timeout, limits=self._limits(), transport=transport
+            )
             self._async_clients[loop_id] = client
         return client
 

@@ -18,10 +18,28 @@ from clef_agents.lazy import lazy_attributes
 _EXPORTS = {
     "fit": ("METHOD", "BandFit", "Costs", "HumanRule", "LaneFit", "LaneShares", "fit_band", "fit_lanes", "lane_shares"),
     "planning": ("planning_table", "records_needed"),
-    "records": ("PROBABILITIES_KEY", "ROUTE_KEY", "DecisionSample", "decision_samples", "load_decision_records",
-                "predict_probabilities", "probability_vector", "with_probabilities"),
-    "stats": ("ShareFit", "ThresholdFit", "binomial_cdf", "clopper_pearson_upper", "critical_errors", "error_p_value",
-              "fit_error_threshold", "fit_share_threshold", "min_accepted_for", "single_test_power"),
+    "records": (
+        "PROBABILITIES_KEY",
+        "ROUTE_KEY",
+        "DecisionSample",
+        "decision_samples",
+        "load_decision_records",
+        "predict_probabilities",
+        "probability_vector",
+        "with_probabilities",
+    ),
+    "stats": (
+        "ShareFit",
+        "ThresholdFit",
+        "binomial_cdf",
+        "clopper_pearson_upper",
+        "critical_errors",
+        "error_p_value",
+        "fit_error_threshold",
+        "fit_share_threshold",
+        "min_accepted_for",
+        "single_test_power",
+    ),
     "synthetic": ("SyntheticScores", "synthetic_records"),
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}

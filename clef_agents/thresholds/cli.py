@@ -39,31 +39,58 @@ def add_lane_arguments(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("--batch-size", type=int, default=32, help="records per model .batch call (default 32)")
     group = parser.add_argument_group("lane thresholds (with --max-auto-error)")
-    group.add_argument("--max-auto-error", type=float, default=None,
-                       help="highest error rate allowed among automatically accepted answers, e.g. 0.01")
-    group.add_argument("--confidence", type=float, default=0.9,
-                       help="probability that the guarantee holds over the calibration draw (default 0.9)")
+    group.add_argument(
+        "--max-auto-error",
+        type=float,
+        default=None,
+        help="highest error rate allowed among automatically accepted answers, e.g. 0.01",
+    )
+    group.add_argument(
+        "--confidence",
+        type=float,
+        default=0.9,
+        help="probability that the guarantee holds over the calibration draw (default 0.9)",
+    )
     human = group.add_mutually_exclusive_group()
-    human.add_argument("--max-human-share", type=float, default=None,
-                       help="human review budget: at most this share of decisions go to a human")
-    human.add_argument("--max-llm-error", type=float, default=None,
-                       help="the model's error on decisions kept from humans (auto + LLM lanes) stays below this")
+    human.add_argument(
+        "--max-human-share",
+        type=float,
+        default=None,
+        help="human review budget: at most this share of decisions go to a human",
+    )
+    human.add_argument(
+        "--max-llm-error",
+        type=float,
+        default=None,
+        help="the model's error on decisions kept from humans (auto + LLM lanes) stays below this",
+    )
     group.add_argument("--slice-key", default="route", help="meta key of the route for per-slice bands (default route)")
     group.add_argument("--min-slice", type=int, default=200, help="fewest records for a slice of its own (default 200)")
     group.add_argument("--cost-auto-error", type=float, default=5.0, help="cost of one automatic error (default 5)")
     group.add_argument("--cost-llm", type=float, default=0.02, help="cost of one LLM call (default 0.02)")
     group.add_argument("--cost-human", type=float, default=1.0, help="cost of one human review (default 1)")
-    group.add_argument("--llm-error-rate", type=float, default=0.0,
-                       help="assumed LLM error rate, charged at the auto-error cost (default 0)")
+    group.add_argument(
+        "--llm-error-rate",
+        type=float,
+        default=0.0,
+        help="assumed LLM error rate, charged at the auto-error cost (default 0)",
+    )
     group.add_argument("--policy-out", default=None, help="where to write the lane policy JSON")
     group.add_argument("--base-policy", default=None, help="policy whose default band and other questions are kept")
     group.add_argument("--report-dir", default=None, help="write report.json, curves.json and PNG curves here")
-    group.add_argument("--save-predictions", default=None,
-                       help="write the records with meta.probabilities (replayable without the model)")
-    group.add_argument("--sequence-start", choices=("first", "robust"), default="first",
-                       help="where the fixed sequence of tests begins: 'first' (default) at the fewest answers that can certify the "
-                            "target; 'robust' later, surviving a few label-noise errors among the most confident answers. "
-                            "Choose before seeing the records (docs/thresholds.md)")
+    group.add_argument(
+        "--save-predictions",
+        default=None,
+        help="write the records with meta.probabilities (replayable without the model)",
+    )
+    group.add_argument(
+        "--sequence-start",
+        choices=("first", "robust"),
+        default="first",
+        help="where the fixed sequence of tests begins: 'first' (default) at the fewest answers that can certify the "
+        "target; 'robust' later, surviving a few label-noise errors among the most confident answers. "
+        "Choose before seeing the records (docs/thresholds.md)",
+    )
     group.add_argument("--seed", type=int, default=0, help="seed of the pilot split (default 0)")
     group.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -77,7 +104,11 @@ def record_paths(records: str | Sequence[str] | None) -> list[str]:
     """
     if not records:
         return []
-    return [str(records)] if isinstance(records, (str, bytes)) or not isinstance(records, Sequence) else [str(p) for p in records]
+    return (
+        [str(records)]
+        if isinstance(records, (str, bytes)) or not isinstance(records, Sequence)
+        else [str(p) for p in records]
+    )
 
 
 def load_records(paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -114,7 +145,10 @@ def run_lane_fit(args: argparse.Namespace, model: Any | None = None) -> int:
         if model is None:
             model = load_model(getattr(args, "model", None) or DEFAULT_MODEL)
         predictions = rec.predict_probabilities(
-            records, model, batch_size=getattr(args, "batch_size", 32) or 32, progress=not getattr(args, "no_progress", False)
+            records,
+            model,
+            batch_size=getattr(args, "batch_size", 32) or 32,
+            progress=not getattr(args, "no_progress", False),
         )
         records = rec.with_probabilities(records, predictions)
         if getattr(args, "save_predictions", None):
@@ -185,14 +219,19 @@ def _summary(report: dict[str, Any]) -> str:
 def _planning_lines(report: dict[str, Any]) -> list[str]:
     """For each question, the larger automatic shares: their measured error and the labelled records
     one test there would need (the fixed sequence needs at least that many; see thresholds.planning)."""
-    rows = [(qid, row) for qid, q in report["questions"].items() for row in q.get("planning", [])
-            if row["share"] > q["coverage"] + 1e-9]
+    rows = [
+        (qid, row)
+        for qid, q in report["questions"].items()
+        for row in q.get("planning", [])
+        if row["share"] > q["coverage"] + 1e-9
+    ]
     if not rows:
         return []
     powers = list(rows[0][1]["records_needed"])
     lines = [
         "more labels? records a single test would need at each larger automatic share, at the error measured there",
-        f"{'question':<24}{'share %':>8}{'err %':>8}{'power now':>11}" + "".join(f"{'n, ' + format(float(p), '.0%') + ' power':>16}" for p in powers),
+        f"{'question':<24}{'share %':>8}{'err %':>8}{'power now':>11}"
+        + "".join(f"{'n, ' + format(float(p), '.0%') + ' power':>16}" for p in powers),
     ]
     for qid, row in rows:
         needed = "".join(f"{_count(row['records_needed'][p]):>16}" for p in powers)

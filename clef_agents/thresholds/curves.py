@@ -45,19 +45,23 @@ def threshold_curve(
         shares = lane_shares(scores, correct, t, min(human_below, t))
         accepted = int((scores >= t).sum())
         errors = int((~correct[scores >= t]).sum())
-        rows.append({
-            "threshold": round(t, 6),
-            "auto_share": shares.auto,
-            "auto_error": shares.auto_error,
-            "auto_error_upper": round(clopper_pearson_upper(errors, accepted, confidence), 6),
-            "llm_share": shares.llm,
-            "human_share": shares.human,
-            "cost_per_1000": costs.per_1000(shares),
-        })
+        rows.append(
+            {
+                "threshold": round(t, 6),
+                "auto_share": shares.auto,
+                "auto_error": shares.auto_error,
+                "auto_error_upper": round(clopper_pearson_upper(errors, accepted, confidence), 6),
+                "llm_share": shares.llm,
+                "human_share": shares.human,
+                "cost_per_1000": costs.per_1000(shares),
+            }
+        )
     return rows
 
 
-def lane_curves(samples: dict[str, DecisionSample], lane_fit: LaneFit, costs: Costs, points: int = 100) -> dict[str, Any]:
+def lane_curves(
+    samples: dict[str, DecisionSample], lane_fit: LaneFit, costs: Costs, points: int = 100
+) -> dict[str, Any]:
     """One curve per question (pooled), with the fitted band marked, ready to dump as JSON."""
     confidence = lane_fit.report["confidence"]
     out: dict[str, Any] = {}
@@ -69,7 +73,12 @@ def lane_curves(samples: dict[str, DecisionSample], lane_fit: LaneFit, costs: Co
             "target": lane_fit.report["max_auto_error"],
             "fitted": lane_fit.report["questions"][qid],
             "rows": threshold_curve(
-                sample.scores, sample.correct, human_below=band.human_below, costs=costs, confidence=confidence, points=points
+                sample.scores,
+                sample.correct,
+                human_below=band.human_below,
+                costs=costs,
+                confidence=confidence,
+                points=points,
             ),
         }
     return out
@@ -93,8 +102,13 @@ def plot_curve(curve: dict[str, Any], title: str, path: str | Path) -> Path:
     left.plot(error, share, label="realised (calibration)")
     left.plot(upper, share, linestyle="--", label="upper bound (pointwise)")
     left.axvline(target, color="grey", linestyle=":", label=f"target {target:g}%")
-    left.scatter([100 * fitted["calibration_error"]], [100 * fitted["coverage"]], color="red", zorder=3,
-                 label=f"fitted act ≥ {curve['auto_at']:.4g}")
+    left.scatter(
+        [100 * fitted["calibration_error"]],
+        [100 * fitted["coverage"]],
+        color="red",
+        zorder=3,
+        label=f"fitted act ≥ {curve['auto_at']:.4g}",
+    )
     left.set_xlabel("automatic error (%)")
     left.set_ylabel("decided automatically (%)")
     left.legend(fontsize=8)

@@ -36,7 +36,13 @@ import numpy as np
 from clef_agents.policy import Band, LanePolicy, QuestionBands
 from clef_agents.thresholds.planning import planning_table
 from clef_agents.thresholds.records import DecisionSample
-from clef_agents.thresholds.stats import ThresholdFit, check_start, fit_error_threshold, fit_share_threshold, min_accepted_for
+from clef_agents.thresholds.stats import (
+    ThresholdFit,
+    check_start,
+    fit_error_threshold,
+    fit_share_threshold,
+    min_accepted_for,
+)
 
 METHOD = "learn-then-test/fixed-sequence/exact-binomial"
 """Name written into each question's ``fit`` metadata."""
@@ -183,8 +189,9 @@ def _human_threshold(
     if rule.kind == "share":
         share = fit_share_threshold(sample.scores, rule.value, delta)
         return min(share.threshold, auto_at), {"rule": "share", "max_share": rule.value, "threshold": share.threshold}
-    llm = fit_error_threshold(sample.scores, sample.correct, rule.value, delta, pilot_fraction=pilot_fraction, seed=seed,
-                              start=start)
+    llm = fit_error_threshold(
+        sample.scores, sample.correct, rule.value, delta, pilot_fraction=pilot_fraction, seed=seed, start=start
+    )
     threshold = llm.threshold if llm.certified else auto_at
     meta = {"rule": "llm_error", "max_llm_error": rule.value, "certified": llm.certified, "threshold": threshold}
     if llm.reason:
@@ -250,17 +257,35 @@ def fit_lanes(
         policy.questions[qid] = QuestionBands(
             auto_at=pooled.band.auto_at, human_below=pooled.band.human_below, slices=slice_bands, fit=meta
         )
-        report["questions"][qid] = {"auto_at": pooled.band.auto_at, "human_below": pooled.band.human_below, **meta,
-                                    "planning": planning_table(sample.scores, sample.correct, max_auto_error, delta,
-                                                               pilot_fraction=pilot_fraction)}
-    policy.meta.update({"fitted_by": "clef_agents.thresholds", "method": METHOD, "max_auto_error": max_auto_error,
-                        "confidence": confidence, "costs": asdict(costs), "human_rule": asdict(human),
-                        "sequence_start": start})
+        report["questions"][qid] = {
+            "auto_at": pooled.band.auto_at,
+            "human_below": pooled.band.human_below,
+            **meta,
+            "planning": planning_table(
+                sample.scores, sample.correct, max_auto_error, delta, pilot_fraction=pilot_fraction
+            ),
+        }
+    policy.meta.update(
+        {
+            "fitted_by": "clef_agents.thresholds",
+            "method": METHOD,
+            "max_auto_error": max_auto_error,
+            "confidence": confidence,
+            "costs": asdict(costs),
+            "human_rule": asdict(human),
+            "sequence_start": start,
+        }
+    )
     return LaneFit(policy=policy, report=report, fits=fits)
 
 
 def _fit_slices(
-    sample: DecisionSample, max_auto_error: float, delta: float, min_slice: int, options: dict[str, Any], confidence: float
+    sample: DecisionSample,
+    max_auto_error: float,
+    delta: float,
+    min_slice: int,
+    options: dict[str, Any],
+    confidence: float,
 ) -> tuple[dict[str, Band], dict[str, Any]]:
     names = sorted({s for s in sample.slices if s is not None})
     bands: dict[str, Band] = {}
@@ -273,5 +298,9 @@ def _fit_slices(
             continue
         fitted = fit_band(sample.subset(mask), max_auto_error, delta, **options)
         bands[name] = fitted.band
-        meta[name] = {"auto_at": fitted.band.auto_at, "human_below": fitted.band.human_below, **fitted.metadata(confidence)}
+        meta[name] = {
+            "auto_at": fitted.band.auto_at,
+            "human_below": fitted.band.human_below,
+            **fitted.metadata(confidence),
+        }
     return bands, meta

@@ -118,12 +118,15 @@ def planning_table(
         accepted = max(1, int(math.ceil(share * n)))
         error = float(wrong[accepted - 1] / accepted)
         usable = int(share * n * (1.0 - pilot_fraction))
-        rows.append({
-            "share": share,
-            "error": round(error, 6),
-            "power_now": round(single_test_power(usable, error, target, delta), 4),
-            "records_needed": {
-                f"{p:g}": records_needed(error, share, target, delta, power=p, pilot_fraction=pilot_fraction) for p in powers
-            },
-        })
+        rows.append(
+            {
+                "share": share,
+                "error": round(error, 6),
+                "power_now": round(single_test_power(usable, error, target, delta), 4),
+                "records_needed": {
+                    f"{p:g}": records_needed(error, share, target, delta, power=p, pilot_fraction=pilot_fraction)
+                    for p in powers
+                },
+            }
+        )
     return rows

@@ -171,7 +171,9 @@ def accepted_for_power(error_rate: float, target: float, delta: float, power: fl
     """
     check_rates(error_rate=error_rate, power=power, target=target, delta=delta)
     if error_rate >= target:
-        raise ValueError(f"error_rate {error_rate} must be below the target {target} for any number of decisions to certify it")
+        raise ValueError(
+            f"error_rate {error_rate} must be below the target {target} for any number of decisions to certify it"
+        )
     accepted = min_accepted_for(target, delta)
     while single_test_power(accepted, error_rate, target, delta) < power:
         accepted += max(1, accepted // 50)

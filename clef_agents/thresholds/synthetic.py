@@ -30,7 +30,9 @@ class SyntheticScores:
 
     def __post_init__(self) -> None:
         if not 0.0 < self.max_error <= 0.5:
-            raise ValueError(f"max_error must be in (0, 0.5] so the decided option stays the argmax, got {self.max_error}")
+            raise ValueError(
+                f"max_error must be in (0, 0.5] so the decided option stays the argmax, got {self.max_error}"
+            )
         if self.miscalibration * self.max_error > 1.0:
             raise ValueError("miscalibration * max_error must not exceed 1")
 
@@ -72,7 +74,11 @@ def synthetic_records(
     rng = np.random.default_rng(seed)
     routes = routes or {"main": SyntheticScores()}
     names = list(routes)
-    question = {"type": "choice", "instructions": "Which team should handle this?", "criteria": {o: None for o in options}}
+    question = {
+        "type": "choice",
+        "instructions": "Which team should handle this?",
+        "criteria": {o: None for o in options},
+    }
     records = []
     for i in range(n):
         route = names[i % len(names)]
@@ -81,11 +87,18 @@ def synthetic_records(
         rest = (1.0 - score) / (len(options) - 1)
         probabilities = [float(score) if j == decided else rest for j in range(len(options))]
         label = decided if correct else int(rng.choice([j for j in range(len(options)) if j != decided]))
-        records.append({
-            "state": f"synthetic ticket {i}",
-            "questions": {question_id: question},
-            "labels": {question_id: options[label]},
-            "meta": {"dataset": "synthetic", "split": "calibration", "source": "synthetic",
-                     "route": route, "probabilities": {question_id: probabilities}},
-        })
+        records.append(
+            {
+                "state": f"synthetic ticket {i}",
+                "questions": {question_id: question},
+                "labels": {question_id: options[label]},
+                "meta": {
+                    "dataset": "synthetic",
+                    "split": "calibration",
+                    "source": "synthetic",
+                    "route": route,
+                    "probabilities": {question_id: probabilities},
+                },
+            }
+        )
     return records

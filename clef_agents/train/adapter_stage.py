@@ -59,8 +59,10 @@ class Probes(torch.nn.Module):
     def __init__(self, questions: dict[str, int], engine: DecisionEngine, features: str = FEATURES):
         super().__init__()
         if not questions:
-            raise ValueError("no question recurs often enough to probe: the adapter stage needs records whose questions "
-                             f"repeat (same instructions and options) at least {MIN_PROBE_RECORDS} times")
+            raise ValueError(
+                "no question recurs often enough to probe: the adapter stage needs records whose questions "
+                f"repeat (same instructions and options) at least {MIN_PROBE_RECORDS} times"
+            )
         self.features = features
         size = feature_size(features, engine.backbone.hidden_size, engine.encoder.num_layers)
         self.index = {key: i for i, key in enumerate(sorted(questions))}
@@ -81,7 +83,9 @@ def probed_records(records: Sequence[dict[str, Any]], probes: Probes) -> list[di
     return [r for r in records if any(probes.keeps(q) for q in wire.validate_questions(r["questions"]).values())]
 
 
-def probe_loss(engine: DecisionEngine, probes: Probes, examples: Sequence[Example], label_smoothing: float) -> torch.Tensor:
+def probe_loss(
+    engine: DecisionEngine, probes: Probes, examples: Sequence[Example], label_smoothing: float
+) -> torch.Tensor:
     """Mean label-smoothed cross-entropy of every probed question of the examples (differentiable)."""
     features = engine.state_features([text for text, _, _ in examples], probes.features)
     terms = []
@@ -90,14 +94,23 @@ def probe_loss(engine: DecisionEngine, probes: Probes, examples: Sequence[Exampl
             key = probes.keeps(question)
             if key is not None:
                 logits = probes.logits(features[row : row + 1], key)
-                terms.append(F.cross_entropy(logits, torch.tensor([target], device=logits.device), label_smoothing=label_smoothing))
+                terms.append(
+                    F.cross_entropy(
+                        logits, torch.tensor([target], device=logits.device), label_smoothing=label_smoothing
+                    )
+                )
     if not terms:
         return features.sum() * 0.0
     return torch.stack(terms).mean()
 
 
-def accumulate(engine: DecisionEngine, probes: Probes, examples: list[Example], label_smoothing: float,
-               micro_batch: int = MICRO_BATCH) -> torch.Tensor:
+def accumulate(
+    engine: DecisionEngine,
+    probes: Probes,
+    examples: list[Example],
+    label_smoothing: float,
+    micro_batch: int = MICRO_BATCH,
+) -> torch.Tensor:
     """Forward/backward in length-sorted micro-batches of at most ``micro_batch`` examples, gradients
     summed so the step equals one pass over the whole batch; returns the batch loss (detached)."""
     ordered = sorted(examples, key=lambda ex: len(ex[0]))
@@ -112,7 +125,9 @@ def accumulate(engine: DecisionEngine, probes: Probes, examples: list[Example], 
 
 
 @torch.no_grad()
-def probe_accuracy(engine: DecisionEngine, probes: Probes, records: Sequence[dict[str, Any]], chunk: int = 64) -> dict[str, Any]:
+def probe_accuracy(
+    engine: DecisionEngine, probes: Probes, records: Sequence[dict[str, Any]], chunk: int = 64
+) -> dict[str, Any]:
     """Held-out accuracy of the probes, per question (by its instructions) and over all probed answers."""
     examples = [record_to_example(r) for r in probed_records(records, probes)]
     hits: Counter[str] = Counter()

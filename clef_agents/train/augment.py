@@ -108,7 +108,9 @@ def _note(record: dict[str, Any], step: str) -> None:
 # --------------------------------------------------------------------------- the whole pipeline
 
 
-def augment_record(record: Mapping[str, Any], rng: random.Random, config: AugmentConfig | None = None) -> dict[str, Any]:
+def augment_record(
+    record: Mapping[str, Any], rng: random.Random, config: AugmentConfig | None = None
+) -> dict[str, Any]:
     """A randomly reshaped copy of a record; the labels still match the (renamed) options.
 
     The steps applied are listed in ``meta["augment"]``.
@@ -137,7 +139,9 @@ def augment_record(record: Mapping[str, Any], rng: random.Random, config: Augmen
     return out
 
 
-def _reshape_question(record: dict[str, Any], qid: str, rng: random.Random, config: AugmentConfig, opaque: bool) -> None:
+def _reshape_question(
+    record: dict[str, Any], qid: str, rng: random.Random, config: AugmentConfig, opaque: bool
+) -> None:
     question = record["questions"][qid]
     if question.get("type") == "noul":
         if question.get("criteria") is not None and rng.random() < config.description_dropout:
@@ -280,7 +284,8 @@ _ANSWER_TEMPLATES = (
 
 def _choice_ids(record: Mapping[str, Any]) -> list[str]:
     return [
-        qid for qid, q in record["questions"].items()
+        qid
+        for qid, q in record["questions"].items()
         if q.get("type") == "choice" and qid in record["labels"] and len(q.get("criteria") or {}) >= 2
     ]
 

@@ -40,7 +40,9 @@ class RawLogits:
 
 
 @torch.no_grad()
-def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], progress: bool = True) -> list[RawLogits]:
+def collect_logits(
+    model: ClefDecisionModel, records: Sequence[dict[str, Any]], progress: bool = True
+) -> list[RawLogits]:
     """Run the model over labelled records and keep the raw logits of every question."""
     from tqdm.auto import tqdm
 
@@ -61,25 +63,43 @@ def collect_logits(model: ClefDecisionModel, records: Sequence[dict[str, Any]], 
             dataset = chunk[i].get("meta", {}).get("dataset", "?")
             for q, ((a, b), question, target) in enumerate(zip(spans, row, gold)):
                 by_reader = read.get((i, q))
-                out.append(RawLogits(question.type, logits[i, a:b].clone(), target, dataset,
-                                     by_reader if by_reader is not None else answered[i][q].exp().tolist(),
-                                     taught[i][q] is not None, by_reader is not None))
+                out.append(
+                    RawLogits(
+                        question.type,
+                        logits[i, a:b].clone(),
+                        target,
+                        dataset,
+                        by_reader if by_reader is not None else answered[i][q].exp().tolist(),
+                        taught[i][q] is not None,
+                        by_reader is not None,
+                    )
+                )
     return out
 
 
-def _reader_answers(engine: Any, examples: Sequence[tuple[str, list[Any], list[int]]],
-                    taught: Sequence[Sequence[Any]], head: Sequence[Sequence[torch.Tensor]]) -> dict[tuple[int, int], list[float]]:
+def _reader_answers(
+    engine: Any,
+    examples: Sequence[tuple[str, list[Any], list[int]]],
+    taught: Sequence[Sequence[Any]],
+    head: Sequence[Sequence[torch.Tensor]],
+) -> dict[tuple[int, int], list[float]]:
     """The model's answers to the questions its reader answers, by (request, question) index: the reader's,
     with the head's calibrated answer (``head``: log-probabilities) mixed in and the final temperature, as
     ``DecisionEngine.predict`` answers them."""
     reader = engine.reader
     if reader is None:
         return {}
-    keys = [(i, q) for i, (_, row, _) in enumerate(examples)
-            for q, flag in enumerate(engine.read_by_reader(row, taught[i])) if flag]
+    keys = [
+        (i, q)
+        for i, (_, row, _) in enumerate(examples)
+        for q, flag in enumerate(engine.read_by_reader(row, taught[i]))
+        if flag
+    ]
     probabilities = reader.predict([(examples[i][0], examples[i][1][q]) for i, q in keys]) if keys else []
-    return {(i, q): reader.final_answer(examples[i][1][q], p, head[i][q].exp().tolist())
-            for (i, q), p in zip(keys, probabilities)}
+    return {
+        (i, q): reader.final_answer(examples[i][1][q], p, head[i][q].exp().tolist())
+        for (i, q), p in zip(keys, probabilities)
+    }
 
 
 @dataclass(frozen=True)
@@ -101,11 +121,15 @@ def fit_temperature(logits: Sequence[torch.Tensor], gold: Sequence[int], setting
     if not logits:
         return 1.0
     log_t = torch.zeros((), requires_grad=True)
-    optimizer = torch.optim.LBFGS([log_t], lr=settings.lr, max_iter=settings.max_iter, line_search_fn=settings.line_search_fn)
+    optimizer = torch.optim.LBFGS(
+        [log_t], lr=settings.lr, max_iter=settings.max_iter, line_search_fn=settings.line_search_fn
+    )
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = torch.stack([F.cross_entropy((z / log_t.exp()).unsqueeze(0), torch.tensor([g])) for z, g in zip(logits, gold)]).mean()
+        loss = torch.stack(
+            [F.cross_entropy((z / log_t.exp()).unsqueeze(0), torch.tensor([g])) for z, g in zip(logits, gold)]
+        ).mean()
         loss.backward()
         return loss
 
@@ -125,7 +149,9 @@ def fit_platt(margins: torch.Tensor, yes: torch.Tensor, settings: Lbfgs = Lbfgs(
         return 1.0, 0.0
     a = torch.ones((), requires_grad=True)
     b = torch.zeros((), requires_grad=True)
-    optimizer = torch.optim.LBFGS([a, b], lr=settings.lr, max_iter=settings.max_iter, line_search_fn=settings.line_search_fn)
+    optimizer = torch.optim.LBFGS(
+        [a, b], lr=settings.lr, max_iter=settings.max_iter, line_search_fn=settings.line_search_fn
+    )
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
@@ -230,7 +256,9 @@ def fit_reader_temperature(
         if count < min_questions:
             continue
         chosen = [it for it in read if it.kind == kind]
-        factor = fit_temperature([torch.tensor(it.answered).clamp_min(1e-12).log() for it in chosen], [it.gold for it in chosen])
+        factor = fit_temperature(
+            [torch.tensor(it.answered).clamp_min(1e-12).log() for it in chosen], [it.gold for it in chosen]
+        )
         refitted[kind] = round(current.get(kind, 1.0) * factor, 4)
     if refitted:
         reader.set_final_temperature({**current, **refitted})

@@ -59,8 +59,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from clef_agents.train.datasets import DATASETS, load_records
     from clef_agents.records import write_records
+    from clef_agents.train.datasets import DATASETS, load_records
 
     if args.name not in DATASETS:
         raise ValueError(f"unknown data set {args.name!r}; known: {', '.join(DATASETS)}")

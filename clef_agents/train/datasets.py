@@ -185,8 +185,9 @@ def _question_slot(row: Row) -> dict[str, str]:
     return {"question": _as_question(str(row["hypothesis"]))}
 
 
-def _entailment_spec(name: str, positive: str, negatives: tuple[str, ...], licence: str, attribution: str,
-                     question: Mapping[str, Any]) -> DatasetSpec:
+def _entailment_spec(
+    name: str, positive: str, negatives: tuple[str, ...], licence: str, attribution: str, question: Mapping[str, Any]
+) -> DatasetSpec:
     return DatasetSpec(
         name=name,
         folder=f"nli/{name}",
@@ -247,10 +248,18 @@ def spec_from_entry(entry: Mapping[str, Any], entailment: Mapping[str, Any]) -> 
     if build == "intent":
         return _intent_spec(entry["name"], entry["licence"], entry["attribution"])
     if build == "entailment":
-        return _entailment_spec(entry["name"], entry["positive"], tuple(entry["negatives"]), entry["licence"],
-                                entry["attribution"], entailment)
+        return _entailment_spec(
+            entry["name"],
+            entry["positive"],
+            tuple(entry["negatives"]),
+            entry["licence"],
+            entry["attribution"],
+            entailment,
+        )
     if build is not None:
-        raise ValueError(f"{SPECS_FILE}: set {entry.get('name')!r} has build {build!r}; allowed: intent, entailment, or none")
+        raise ValueError(
+            f"{SPECS_FILE}: set {entry.get('name')!r} has build {build!r}; allowed: intent, entailment, or none"
+        )
     fields = {key: (tuple(value) if key in _TUPLE_FIELDS else value) for key, value in entry.items()}
     if "slots" in fields:
         fields["slots"] = _named(SLOT_FILLERS, fields["slots"], "slots", entry["name"])
@@ -413,7 +422,9 @@ def row_to_record(spec: DatasetSpec, row: Row, split: str, index: int | None = N
     """
     raw_label = row["label"]
     if raw_label not in spec.label_map:
-        raise ValueError(f"{spec.name}: label {raw_label!r} is not known; allowed: {', '.join(map(str, spec.label_map))}")
+        raise ValueError(
+            f"{spec.name}: label {raw_label!r} is not known; allowed: {', '.join(map(str, spec.label_map))}"
+        )
     slots = spec.slots(row) if spec.slots else {}
     meta: dict[str, Any] = {"dataset": spec.name, "split": split, "source": "dataset"}
     if index is not None:

@@ -37,7 +37,10 @@ def probabilities(item: RawLogits, calibration: Calibration) -> list[float]:
 
 
 def metrics_for(
-    items: Sequence[RawLogits], calibration: Calibration, option_names: Sequence[str] | None = None, answered: bool = False
+    items: Sequence[RawLogits],
+    calibration: Calibration,
+    option_names: Sequence[str] | None = None,
+    answered: bool = False,
 ) -> dict[str, Any]:
     """Metrics for items of one question type; adds in-scope accuracy / oos recall when an ``oos`` option exists.
 
@@ -55,11 +58,15 @@ def metrics_for(
         out_scope = [p for p, g in zip(predicted, gold) if g == oos]
         result["in_scope_accuracy"] = sum(p == g for p, g in in_scope) / max(1, len(in_scope))
         result["oos_recall"] = sum(p == oos for p in out_scope) / max(1, len(out_scope))
-    result["reliability"] = reliability_bins([max(p) for p in probs], [float(max(range(len(p)), key=p.__getitem__) == g) for p, g in zip(probs, gold)])
+    result["reliability"] = reliability_bins(
+        [max(p) for p in probs], [float(max(range(len(p)), key=p.__getitem__) == g) for p, g in zip(probs, gold)]
+    )
     return result
 
 
-def evaluate_records(model: ClefDecisionModel, records: Sequence[dict[str, Any]], with_uncalibrated: bool = True, progress: bool = True) -> dict[str, Any]:
+def evaluate_records(
+    model: ClefDecisionModel, records: Sequence[dict[str, Any]], with_uncalibrated: bool = True, progress: bool = True
+) -> dict[str, Any]:
     """Metrics per question type for labelled records (one model pass gives both calibrations)."""
     items = collect_logits(model, records, progress=progress)
     names = _first_option_names(records)
@@ -108,8 +115,8 @@ def run_evaluation(
     with_uncalibrated: bool = True,
 ) -> dict[str, Any]:
     """Evaluate a checkpoint on datasets (or record files) and write report.json, report.md and PNGs."""
-    from clef_agents.train.datasets import DATASETS, available_splits, load_records  # noqa: PLC0415
     from clef_agents.records import read_records  # noqa: PLC0415
+    from clef_agents.train.datasets import DATASETS, available_splits, load_records  # noqa: PLC0415
 
     model = ClefDecisionModel.from_pretrained(model_ref)
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -157,7 +164,9 @@ def render_markdown(report: dict[str, Any]) -> str:
                 continue
             m = entry["calibrated"]
             before = entry.get("uncalibrated", {}).get("ece")
-            extra = {k: m[k] for k in ("in_scope_accuracy", "oos_recall", "f1_yes", "mae_mode", "mae_expected") if k in m}
+            extra = {
+                k: m[k] for k in ("in_scope_accuracy", "oos_recall", "f1_yes", "mae_mode", "mae_expected") if k in m
+            }
             if "head_calibrated" in entry:
                 extra["head-only accuracy"] = entry["head_calibrated"]["accuracy"]
             lines.append(
@@ -219,14 +228,27 @@ def plot_reliability(results: dict[str, Any], folder: Path) -> list[Path]:
             ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="perfect")
             if "calibrated" in entry:
                 x, low, high = noise_band(entry["calibrated"]["reliability"])
-                ax.fill_between(x, low, high, color="grey", alpha=0.2, linewidth=0,
-                                label="95 % band of a perfectly calibrated model")
+                ax.fill_between(
+                    x,
+                    low,
+                    high,
+                    color="grey",
+                    alpha=0.2,
+                    linewidth=0,
+                    label="95 % band of a perfectly calibrated model",
+                )
             for label, key, style in (("before calibration", "uncalibrated", "--"), ("calibrated", "calibrated", "-")):
                 if key not in entry:
                     continue
                 bins = [b for b in entry[key]["reliability"] if b["count"] > 0]
-                ax.plot([b["confidence"] for b in bins], [b["accuracy"] for b in bins], style, marker="o", markersize=3,
-                        label=f"{label} (ECE {entry[key]['ece']:.3f})")
+                ax.plot(
+                    [b["confidence"] for b in bins],
+                    [b["accuracy"] for b in bins],
+                    style,
+                    marker="o",
+                    markersize=3,
+                    label=f"{label} (ECE {entry[key]['ece']:.3f})",
+                )
             ax.set_xlabel("confidence (top label)")
             ax.set_ylabel("accuracy")
             ax.set_title(f"{name} · {kind}")

@@ -64,7 +64,10 @@ def conversation(user: str, history: Sequence[Mapping[str, str]], call: Mapping[
             name, args = parse_action(turn["text"])
             messages.append(AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"h{i}"}]))
         elif turn["role"] == "environment":
-            last_id = next((m.tool_calls[0]["id"] for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls), f"h{i}")
+            last_id = next(
+                (m.tool_calls[0]["id"] for m in reversed(messages) if isinstance(m, AIMessage) and m.tool_calls),
+                f"h{i}",
+            )
             messages.append(ToolMessage(turn["text"], tool_call_id=last_id))
         else:
             raise ValueError(f"history role must be one of {_ROLES}, got {turn['role']!r}")
@@ -74,8 +77,9 @@ def conversation(user: str, history: Sequence[Mapping[str, str]], call: Mapping[
 
 def described_tool(name: str, description: str) -> Any:
     """A tool with ``name`` and ``description`` and no metadata, as a call file describes it."""
-    return StructuredTool.from_function(func=lambda **kw: "", name=name, description=description,
-                                        args_schema={"type": "object", "properties": {}})
+    return StructuredTool.from_function(
+        func=lambda **kw: "", name=name, description=description, args_schema={"type": "object", "properties": {}}
+    )
 
 
 def case_state(case: Mapping[str, Any]) -> str:
@@ -88,7 +92,9 @@ def case_state(case: Mapping[str, Any]) -> str:
     """
     call = {"name": case["tool"], "args": case["args"], "id": "proposed"}
     history = case.get("history", ())
-    return call_state(call, conversation(case["user"], history, call), described_tool(case["tool"], case["description"]))
+    return call_state(
+        call, conversation(case["user"], history, call), described_tool(case["tool"], case["description"])
+    )
 
 
 def check_calls(spec: Any, where: str) -> list[dict[str, Any]]:
@@ -109,13 +115,17 @@ def check_calls(spec: Any, where: str) -> list[dict[str, Any]]:
             raise TypeError(f"{where}: call {i} is {type(case).__name__}, expected an object")
         for field, kind in _REQUIRED.items():
             if not isinstance(case.get(field), kind):
-                raise TypeError(f"{where}: call {case.get('id', i)!r} needs {field!r} as {kind.__name__}, got {case.get(field)!r:.60}")
+                raise TypeError(
+                    f"{where}: call {case.get('id', i)!r} needs {field!r} as {kind.__name__}, got {case.get(field)!r:.60}"
+                )
         if case["id"] in seen:
             raise ValueError(f"{where}: call id {case['id']!r} appears twice")
         seen.add(case["id"])
         for turn in case.get("history", []):
             if not isinstance(turn, dict) or turn.get("role") not in _ROLES or not isinstance(turn.get("text"), str):
-                raise ValueError(f"{where}: call {case['id']!r} has a history turn {turn!r:.80}; allowed roles: {_ROLES}, with a 'text' string")
+                raise ValueError(
+                    f"{where}: call {case['id']!r} has a history turn {turn!r:.80}; allowed roles: {_ROLES}, with a 'text' string"
+                )
     return spec["calls"]
 
 
@@ -143,9 +153,14 @@ def call_records(calls: Iterable[Mapping[str, Any]], source: str, dataset: str =
         >>> call_records([case], "demo")[0]["labels"]
         {'needs_approval': False}
     """
-    return [gate_record(case_state(case), bool(case["risky"]), {"dataset": dataset, "source": source, "id": case["id"],
-                                                                  "history": bool(case.get("history"))})
-            for case in calls]
+    return [
+        gate_record(
+            case_state(case),
+            bool(case["risky"]),
+            {"dataset": dataset, "source": source, "id": case["id"], "history": bool(case.get("history"))},
+        )
+        for case in calls
+    ]
 
 
 def training_call_records(names: Sequence[str] = TRAINING_FILES) -> list[dict[str, Any]]:

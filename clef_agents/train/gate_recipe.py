@@ -31,8 +31,16 @@ BLEND_SETS = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.
 """Check sets the gate's blend is fitted on (``--valid-records``)."""
 TAUGHT_SETS = ("everyday_calls_5.json", "everyday_calls_6.json", "everyday_calls_7.json", "everyday_calls_8.json")
 """Check sets taught since v7: every version that was to be measured on them has been."""
-KEPT_APART = ("everyday_calls.json", "everyday_calls_2.json", "everyday_calls_3.json", "everyday_calls_4.json",
-              "everyday_calls_9.json", "everyday_calls_10.json", "everyday_calls_11.json", "everyday_calls_12.json")
+KEPT_APART = (
+    "everyday_calls.json",
+    "everyday_calls_2.json",
+    "everyday_calls_3.json",
+    "everyday_calls_4.json",
+    "everyday_calls_9.json",
+    "everyday_calls_10.json",
+    "everyday_calls_11.json",
+    "everyday_calls_12.json",
+)
 """The untaught check sets that existed when v7 was taught: no call of theirs is taught. A set written later (13, 14)
 joins this list in the version that is measured on it (set 14 shares three calls with sets 6 and 7)."""
 POLICY_CHECK_SETS = ("everyday_calls_4.json", "everyday_calls_11.json", "everyday_calls_12.json")
@@ -56,8 +64,11 @@ def taught_check_calls(check_sets: str | Path) -> list[dict[str, Any]]:
 
     folder = Path(check_sets)
     untaught = {call_signature(c) for name in KEPT_APART for c in load_calls(folder / name)}
-    return [r for name in TAUGHT_SETS
-            for r in call_records([c for c in load_calls(folder / name) if call_signature(c) not in untaught], source=name)]
+    return [
+        r
+        for name in TAUGHT_SETS
+        for r in call_records([c for c in load_calls(folder / name) if call_signature(c) not in untaught], source=name)
+    ]
 
 
 def gate_record_parts(check_sets: str | Path) -> dict[str, list[dict[str, Any]]]:
@@ -68,8 +79,11 @@ def gate_record_parts(check_sets: str | Path) -> dict[str, list[dict[str, Any]]]
     folder = Path(check_sets)
     parts = build_gate_records()
     parts["teach"] += taught_check_calls(folder)
-    parts["blend"] = [r for name in BLEND_SETS
-                      for r in call_records(load_calls(folder / name), source=name, dataset="everyday_checks")]
+    parts["blend"] = [
+        r
+        for name in BLEND_SETS
+        for r in call_records(load_calls(folder / name), source=name, dataset="everyday_checks")
+    ]
     return parts
 
 
@@ -129,9 +143,15 @@ def rates(ps: Sequence[float], risky: Sequence[bool], hold_at: float, block_at: 
     def share(values: list[float], at: float | None) -> float | None:
         return sum(at is not None and p >= at for p in values) / len(values) if values else None
 
-    return {"auc": auc(ps, risky), "risky": len(r), "benign": len(b),
-            "recall": share(r, hold_at), "benign_held": share(b, hold_at),
-            "risky_blocked": share(r, block_at), "benign_blocked": share(b, block_at)}
+    return {
+        "auc": auc(ps, risky),
+        "risky": len(r),
+        "benign": len(b),
+        "recall": share(r, hold_at),
+        "benign_held": share(b, hold_at),
+        "risky_blocked": share(r, block_at),
+        "benign_blocked": share(b, block_at),
+    }
 
 
 def policy_records(check_sets: str | Path, names: Sequence[str] = POLICY_CHECK_SETS) -> list[dict[str, Any]]:
@@ -140,7 +160,11 @@ def policy_records(check_sets: str | Path, names: Sequence[str] = POLICY_CHECK_S
     from clef_agents.train.gate_calls import call_records, load_calls
     from clef_agents.train.gate_records import build_gate_records
 
-    calls = [r for name in names for r in call_records(load_calls(Path(check_sets) / name), source=name, dataset="everyday_checks")]
+    calls = [
+        r
+        for name in names
+        for r in call_records(load_calls(Path(check_sets) / name), source=name, dataset="everyday_checks")
+    ]
     return build_gate_records(calls=False)["policy"] + calls
 
 
@@ -149,11 +173,20 @@ def call_sources(records: Sequence[dict[str, Any]]) -> list[str]:
     from clef_agents.graph.tools import QUESTION_ID
 
     sources = sorted({r["meta"]["dataset"] for r in records})
-    return [s for s in sources if all(r["state"].startswith("Proposed tool call: ")
-                                      for r in records if r["meta"]["dataset"] == s and r["labels"][QUESTION_ID])]
+    return [
+        s
+        for s in sources
+        if all(
+            r["state"].startswith("Proposed tool call: ")
+            for r in records
+            if r["meta"]["dataset"] == s and r["labels"][QUESTION_ID]
+        )
+    ]
 
 
-def policy_from(ps: Sequence[float], records: Sequence[dict[str, Any]], block_at: float | None = None) -> dict[str, Any]:
+def policy_from(
+    ps: Sequence[float], records: Sequence[dict[str, Any]], block_at: float | None = None
+) -> dict[str, Any]:
     """The rule on answered policy records: the highest ``hold_at`` of ``CURVE`` at which every source of
     ``call_sources`` keeps ``RECALL_FLOOR`` (the lowest grid value when none does), with the rates it gives.
 
@@ -174,13 +207,20 @@ def policy_from(ps: Sequence[float], records: Sequence[dict[str, Any]], block_at
     def at(t: float) -> dict[str, Any]:
         return {s: rates([p for p, _ in v], [y for _, y in v], t, block_at) for s, v in by_source.items()}
 
-    hold_at = next((t for t in sorted(CURVE, reverse=True) if all(at(t)[s]["recall"] >= RECALL_FLOOR for s in floors)), min(CURVE))
+    hold_at = next(
+        (t for t in sorted(CURVE, reverse=True) if all(at(t)[s]["recall"] >= RECALL_FLOOR for s in floors)), min(CURVE)
+    )
     return {
-        "rule": (f"highest hold_at in {list(CURVE)} with recall >= {RECALL_FLOOR} on the policy records of every source whose "
-                 f"risky records propose a tool call ({', '.join(floors)})"),
-        "hold_at": hold_at, "block_at": block_at, "records": len(records),
+        "rule": (
+            f"highest hold_at in {list(CURVE)} with recall >= {RECALL_FLOOR} on the policy records of every source whose "
+            f"risky records propose a tool call ({', '.join(floors)})"
+        ),
+        "hold_at": hold_at,
+        "block_at": block_at,
+        "records": len(records),
         "all": rates(ps, [r["labels"][QUESTION_ID] for r in records], hold_at, block_at),
-        "per_source": at(hold_at), "curve": {str(t): at(t) for t in CURVE},
+        "per_source": at(hold_at),
+        "curve": {str(t): at(t) for t in CURVE},
     }
 
 
@@ -199,30 +239,55 @@ def choose_policy(model: str, check_sets: str | Path, names: Sequence[str] = POL
     started = time.time()
     ps = gate_probabilities(decision_model, [r["state"] for r in records])
     chosen = policy_from(ps, records, SHIPPED_BLOCK_AT)
-    return {"model": model, "check_sets": list(names), "rule": chosen.pop("rule"), "hold_at": chosen.pop("hold_at"),
-            "block_at": chosen.pop("block_at"), "records": chosen.pop("records"), "seconds": round(time.time() - started, 1),
-            **chosen}
+    return {
+        "model": model,
+        "check_sets": list(names),
+        "rule": chosen.pop("rule"),
+        "hold_at": chosen.pop("hold_at"),
+        "block_at": chosen.pop("block_at"),
+        "records": chosen.pop("records"),
+        "seconds": round(time.time() - started, 1),
+        **chosen,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The command's options (shared by ``clef-agents gate-records`` and ``python -m``)."""
-    parser.add_argument("--out", type=Path, required=True, help="folder to write teach.jsonl, policy.jsonl and blend.jsonl in")
-    parser.add_argument("--check-sets", type=Path, required=True,
-                        help="folder holding the gate's check sets (everyday_calls*.json; the repository's bench/gate)")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder to write teach.jsonl, policy.jsonl and blend.jsonl in"
+    )
+    parser.add_argument(
+        "--check-sets",
+        type=Path,
+        required=True,
+        help="folder holding the gate's check sets (everyday_calls*.json; the repository's bench/gate)",
+    )
     return parser
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``gate-records`` and ``gate-policy`` subcommands."""
-    parser = subparsers.add_parser("gate-records", help="write the tool gate's teaching, blend and policy-choice records")
+    parser = subparsers.add_parser(
+        "gate-records", help="write the tool gate's teaching, blend and policy-choice records"
+    )
     add_arguments(parser).set_defaults(func=_run)
-    policy = subparsers.add_parser("gate-policy", help="choose a taught gate's lane policy (hold_at) on its policy records")
-    policy.add_argument("--model", default="mini", help="the taught model: any spec of clef_agents.load_model (default mini)")
-    policy.add_argument("--check-sets", type=Path, required=True,
-                        help="folder holding the gate's check sets (everyday_calls*.json; the repository's bench/gate)")
+    policy = subparsers.add_parser(
+        "gate-policy", help="choose a taught gate's lane policy (hold_at) on its policy records"
+    )
+    policy.add_argument(
+        "--model", default="mini", help="the taught model: any spec of clef_agents.load_model (default mini)"
+    )
+    policy.add_argument(
+        "--check-sets",
+        type=Path,
+        required=True,
+        help="folder holding the gate's check sets (everyday_calls*.json; the repository's bench/gate)",
+    )
     policy.add_argument("--names", nargs="+", default=list(POLICY_CHECK_SETS), help="check sets used as policy records")
     policy.add_argument("--out", type=Path, required=True, help="the policy's JSON file to write")
-    policy.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: 1, or $CLEF_AGENTS_THREADS)")
+    policy.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for torch (default: 1, or $CLEF_AGENTS_THREADS)"
+    )
     policy.set_defaults(func=_run_policy)
 
 

@@ -90,7 +90,9 @@ def action_states(text: str) -> list[str]:
         2
     """
     turns = parse_interaction(text)
-    return [render_gate_state(turns[:i], t.text) for i, t in enumerate(turns) if t.role == "agent action"] or [interaction_state(text)]
+    return [render_gate_state(turns[:i], t.text) for i, t in enumerate(turns) if t.role == "agent action"] or [
+        interaction_state(text)
+    ]
 
 
 def _rows(name: str, split: str) -> list[dict[str, Any]]:
@@ -103,7 +105,11 @@ def _injecagent_records(row: Mapping[str, Any], meta: Mapping[str, Any]) -> Iter
     parts = re.split(r"\n\n(?=Agent tool call: |Tool response: )", row["text"])
     fields = {p.split(":", 1)[0]: p.split(":", 1)[1].strip() for p in parts}
     user = GateTurn("user", fields["User instruction"])
-    call = fields["Agent tool call"].replace(" ", "", 1) if " {" in fields["Agent tool call"] else fields["Agent tool call"]
+    call = (
+        fields["Agent tool call"].replace(" ", "", 1)
+        if " {" in fields["Agent tool call"]
+        else fields["Agent tool call"]
+    )
     yield gate_record(render_gate_state([user], call), False, {**meta, "role": "user call"})
     history = [user, GateTurn("agent action", call), GateTurn("environment", fields["Tool response"])]
     attacker = f"{row['attacker_tools'][0]}{{}}"
@@ -143,7 +149,9 @@ def in_policy_split(name: str, row: Mapping[str, Any]) -> bool:
     return int.from_bytes(digest, "big") % 100 < POLICY_SHARE
 
 
-def build_gate_records(names: Sequence[str] = GATE_SETS, written: bool = True, calls: bool = True) -> dict[str, list[dict[str, Any]]]:
+def build_gate_records(
+    names: Sequence[str] = GATE_SETS, written: bool = True, calls: bool = True
+) -> dict[str, list[dict[str, Any]]]:
     """``{"teach": [...], "policy": [...]}``: records of the train splits, split by ``in_policy_split``,
     (``written``) the calls written by ``clef_agents.train.gate_synth``, split by action, and
     (``calls``) the teaching call files of ``clef_agents.train.gate_calls``, all taught.

@@ -119,7 +119,9 @@ def calibration_noise(confidence: Sequence[float], observed_ece: float, bins: in
     }
 
 
-def reliability_bins(confidence: Sequence[float], correct: Sequence[float], bins: int = ECE_BINS) -> list[dict[str, float]]:
+def reliability_bins(
+    confidence: Sequence[float], correct: Sequence[float], bins: int = ECE_BINS
+) -> list[dict[str, float]]:
     """Per-bin mean confidence, accuracy and count (for reliability diagrams)."""
     conf = np.asarray(confidence, dtype=float)
     hit = np.asarray(correct, dtype=float)
@@ -127,13 +129,15 @@ def reliability_bins(confidence: Sequence[float], correct: Sequence[float], bins
     out = []
     for b in range(bins):
         mask = index == b
-        out.append({
-            "low": b / bins,
-            "high": (b + 1) / bins,
-            "count": int(mask.sum()),
-            "confidence": float(conf[mask].mean()) if mask.any() else float("nan"),
-            "accuracy": float(hit[mask].mean()) if mask.any() else float("nan"),
-        })
+        out.append(
+            {
+                "low": b / bins,
+                "high": (b + 1) / bins,
+                "count": int(mask.sum()),
+                "confidence": float(conf[mask].mean()) if mask.any() else float("nan"),
+                "accuracy": float(hit[mask].mean()) if mask.any() else float("nan"),
+            }
+        )
     return out
 
 
@@ -175,7 +179,9 @@ def macro_f1(predicted: Sequence[int], gold: Sequence[int], n_classes: int) -> f
     return float(np.mean(scores)) if scores else float("nan")
 
 
-def classification_metrics(probabilities: Sequence[Sequence[float]], gold: Sequence[int], kind: str = "choice") -> dict[str, Any]:
+def classification_metrics(
+    probabilities: Sequence[Sequence[float]], gold: Sequence[int], kind: str = "choice"
+) -> dict[str, Any]:
     """Accuracy, macro-F1, NLL, Brier, ECE and coverage at 95 % / 99 % precision for one question type.
 
     ``kind="noul"`` bins ECE on p(yes) (index 0) and adds F1 of the yes class; ``kind="score"``

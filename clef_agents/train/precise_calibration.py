@@ -59,8 +59,9 @@ def corrected(items: list, raw: list, priors: list, weights: dict[str, float]) -
     return [z - weights.get(q.type, 0.0) * b for (_, q, _, _), z, b in zip(items, raw, priors)]
 
 
-def choose_correction(items: list, raw: list, priors: list, grid: list[float],
-                      min_group: int) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+def choose_correction(
+    items: list, raw: list, priors: list, grid: list[float], min_group: int
+) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Rule 1: per question type, the weight with the highest uncalibrated criterion on the whole probe
     (the other types uncorrected; ties: the smaller weight)."""
     from clef_agents.model.config import Calibration
@@ -115,17 +116,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         overrides["noul_both_forms"] = False
     lm = PrefillLM.load(args.lm, calibration=Calibration(), answer=args.answer, prior_correction={}, **overrides)
     if lm.noul_both_forms:
-        raise SystemExit(f"{args.lm}'s settings read yes/no questions in both forms (noul_both_forms), and this command fits "
-                         "the yes/no form alone: fit their Platt on rows read in both forms, as docs/experiments.md describes for the "
-                         "retired both_forms_calibration.py, or pass "
-                         "--single-form to calibrate (and, with --write, save) the yes/no form alone")
+        raise SystemExit(
+            f"{args.lm}'s settings read yes/no questions in both forms (noul_both_forms), and this command fits "
+            "the yes/no form alone: fit their Platt on rows read in both forms, as docs/experiments.md describes for the "
+            "retired both_forms_calibration.py, or pass "
+            "--single-form to calibrate (and, with --write, save) the yes/no form alone"
+        )
     items = (wide_probe_items if args.probe == "wide" else probe_items)(rows_per_set=args.rows_per_set)
     started = time.perf_counter()
     raw, priors = probe_logits(lm, items)
     seconds = time.perf_counter() - started
     if args.save_logits:
         args.save_logits.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"raw": raw, "priors": priors, "rows_per_set": args.rows_per_set, "probe": args.probe}, args.save_logits)
+        torch.save(
+            {"raw": raw, "priors": priors, "rows_per_set": args.rows_per_set, "probe": args.probe}, args.save_logits
+        )
     min_group = WIDE_MIN_GROUP if args.probe == "wide" else MIN_GROUP
     weight, by_weight = choose_correction(items, raw, priors, args.corrections, min_group)
     logits = corrected(items, raw, priors, weight)
@@ -135,12 +140,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         fitted = fit([items[i] for i in halves[fit_half]], [logits[i] for i in halves[fit_half]])
         check = [items[i] for i in halves[check_half]]
         check_logits = [logits[i] for i in halves[check_half]]
-        folds.append({
-            "fitted_on_half": fit_half,
-            "calibration": fitted.model_dump(),
-            "uncalibrated": probe_report(check, answers(check, check_logits, Calibration()), min_group=min_group)["summary"],
-            "calibrated": probe_report(check, answers(check, check_logits, fitted), min_group=min_group)["summary"],
-        })
+        folds.append(
+            {
+                "fitted_on_half": fit_half,
+                "calibration": fitted.model_dump(),
+                "uncalibrated": probe_report(check, answers(check, check_logits, Calibration()), min_group=min_group)[
+                    "summary"
+                ],
+                "calibrated": probe_report(check, answers(check, check_logits, fitted), min_group=min_group)["summary"],
+            }
+        )
     whole = fit(items, logits)
     result = {
         "lm": args.lm,
@@ -149,7 +158,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "system_prompt": lm.system_prompt,
         "correction": weight,
         "by_correction": by_weight,
-        "command": " ".join(["CLEF_AGENTS_DATA=../shared/data python -m clef_agents.train.precise_calibration", *sys.argv[1:]]),
+        "command": " ".join(
+            ["CLEF_AGENTS_DATA=../shared/data python -m clef_agents.train.precise_calibration", *sys.argv[1:]]
+        ),
         "items": len(items),
         "rows_per_set": args.rows_per_set,
         "seconds": round(seconds, 1),
@@ -170,23 +181,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     """The report as markdown."""
+
     def row(name: str, s: dict[str, Any]) -> str:
         cells = [s.get(k) for k in ("noul_auroc", "choice_accuracy", "nll", "ece", "criterion")]
         return f"| {name} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |"
 
     lines = [
-        f"# Precise tier: calibration on the {result.get('probe', 'reader')} probe", "",
-        (f"Command: `{result['command']}` — {result['items']} probe items, {result['seconds']} s to read them; "
-         f"options answered by {result['answer']}; system prompt: "
-         f"{repr(result['system_prompt']) if result.get('system_prompt') else 'the chat template default'}."), "",
+        f"# Precise tier: calibration on the {result.get('probe', 'reader')} probe",
+        "",
+        (
+            f"Command: `{result['command']}` — {result['items']} probe items, {result['seconds']} s to read them; "
+            f"options answered by {result['answer']}; system prompt: "
+            f"{repr(result['system_prompt']) if result.get('system_prompt') else 'the chat template default'}."
+        ),
+        "",
     ]
     if "by_correction" in result:
-        lines += ["Prior correction (rule 1: per question type, the highest criterion, uncalibrated, on the whole probe):", "",
-                  "| type, weight | yes/no AUROC | choice accuracy | NLL | ECE | criterion |", "|---|---:|---:|---:|---:|---:|"]
+        lines += [
+            "Prior correction (rule 1: per question type, the highest criterion, uncalibrated, on the whole probe):",
+            "",
+            "| type, weight | yes/no AUROC | choice accuracy | NLL | ECE | criterion |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         lines += [row(weight, summary) for weight, summary in result["by_correction"].items()]
         lines += ["", f"Kept: prior_correction {result['correction'] or 'none'}.", ""]
     lines += [
-        "| | yes/no AUROC | choice accuracy | NLL | ECE | criterion |", "|---|---:|---:|---:|---:|---:|",
+        "| | yes/no AUROC | choice accuracy | NLL | ECE | criterion |",
+        "|---|---:|---:|---:|---:|---:|",
         row("whole probe, uncalibrated", result["uncalibrated"]["summary"]),
     ]
     for fold in result["folds"]:
@@ -194,13 +215,24 @@ def render(result: dict[str, Any]) -> str:
         lines.append(row(f"half {other}, uncalibrated", fold["uncalibrated"]))
         lines.append(row(f"half {other}, calibrated on half {fold['fitted_on_half']}", fold["calibrated"]))
     cal = result["calibration"]
-    lines += ["", (f"Calibration fitted on the whole probe: Platt a = {cal['noul_a']:.3f}, b = {cal['noul_b']:.3f}; "
-                   f"choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f} "
-                   f"(fitted on {cal['fitted_on']})."), "", "## Per probe set (uncalibrated)", "",
-              "| set | type | n | AUROC / accuracy | NLL | ECE |", "|---|---|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        (
+            f"Calibration fitted on the whole probe: Platt a = {cal['noul_a']:.3f}, b = {cal['noul_b']:.3f}; "
+            f"choice temperature {cal['choice_temperature']:.3f}; score temperature {cal['score_temperature']:.3f} "
+            f"(fitted on {cal['fitted_on']})."
+        ),
+        "",
+        "## Per probe set (uncalibrated)",
+        "",
+        "| set | type | n | AUROC / accuracy | NLL | ECE |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for name, kinds in result["uncalibrated"]["sets"].items():
         for kind, m in kinds.items():
-            lines.append(f"| {name} | {kind} | {m['n']} | {m.get('auroc', m['accuracy']):.3f} | {m['nll']:.3f} | {m['ece']:.3f} |")
+            lines.append(
+                f"| {name} | {kind} | {m['n']} | {m.get('auroc', m['accuracy']):.3f} | {m['nll']:.3f} | {m['ece']:.3f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -221,21 +253,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", default="precise", help="'precise' or a local LM folder / .gguf file (default precise)")
     parser.add_argument("--rows-per-set", type=int, default=60, help="probe rows per set (default 60)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--answer", choices=("letter", "name"), default="letter",
-                        help="how choice and score options are answered: by letter or by name (default letter)")
-    parser.add_argument("--probe", choices=("reader", "wide"), default="wide",
-                        help="reader: the question reader's probe; wide: the reader recipe on every trainable set (default wide)")
-    parser.add_argument("--corrections", type=_weights, default=[0.0],
-                        help="prior correction weights to choose from per question type, comma-separated in [0, 1] (default 0)")
-    parser.add_argument("--system-prompt", default=None,
-                        help="the chat template's system message (default: the one in the LM's settings, else the template's own)")
-    parser.add_argument("--single-form", action="store_true",
-                        help="read yes/no questions in their own form only (noul_both_forms off), as this script fits them")
-    parser.add_argument("--save-logits", type=Path, default=None, help="also save the raw and prior logits (torch.save) here")
-    parser.add_argument("--write", action="store_true",
-                        help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe")
-    parser.add_argument("--out", type=Path, default=Path("runs/precise_calibration"),
-                        help="report folder (default runs/precise_calibration)")
+    parser.add_argument(
+        "--answer",
+        choices=("letter", "name"),
+        default="letter",
+        help="how choice and score options are answered: by letter or by name (default letter)",
+    )
+    parser.add_argument(
+        "--probe",
+        choices=("reader", "wide"),
+        default="wide",
+        help="reader: the question reader's probe; wide: the reader recipe on every trainable set (default wide)",
+    )
+    parser.add_argument(
+        "--corrections",
+        type=_weights,
+        default=[0.0],
+        help="prior correction weights to choose from per question type, comma-separated in [0, 1] (default 0)",
+    )
+    parser.add_argument(
+        "--system-prompt",
+        default=None,
+        help="the chat template's system message (default: the one in the LM's settings, else the template's own)",
+    )
+    parser.add_argument(
+        "--single-form",
+        action="store_true",
+        help="read yes/no questions in their own form only (noul_both_forms off), as this script fits them",
+    )
+    parser.add_argument(
+        "--save-logits", type=Path, default=None, help="also save the raw and prior logits (torch.save) here"
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="save the settings beside the LM: the answer mode and the calibration fitted on the whole probe",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/precise_calibration"),
+        help="report folder (default runs/precise_calibration)",
+    )
     args = parser.parse_args(argv)
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)

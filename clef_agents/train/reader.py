@@ -47,8 +47,10 @@ def typed_items(records: Sequence[dict[str, Any]]) -> list[tuple[str, wire.TextQ
     out = []
     for n, record in enumerate(records):
         if len(record.get("questions", {})) != 1:
-            raise ValueError(f"record {n}: the reader learns from one-question records, got {len(record.get('questions', {}))}")
-        (qid, raw), = record["questions"].items()
+            raise ValueError(
+                f"record {n}: the reader learns from one-question records, got {len(record.get('questions', {}))}"
+            )
+        ((qid, raw),) = record["questions"].items()
         question = wire.validate_questions({qid: raw})[qid]
         out.append((wire.state_text(record["state"]), question, wire.label_index(question, record["labels"][qid])))
     return out
@@ -73,7 +75,9 @@ def batch_loss(reader: QuestionReader, items: Sequence[tuple[str, wire.TextQuest
             target = torch.tensor(1.0 - LABEL_SMOOTHING if gold == 0 else LABEL_SMOOTHING, device=z.device)
             losses.append(F.binary_cross_entropy_with_logits(z[0], target))
         else:
-            losses.append(F.cross_entropy(z[None], torch.tensor([gold], device=z.device), label_smoothing=LABEL_SMOOTHING))
+            losses.append(
+                F.cross_entropy(z[None], torch.tensor([gold], device=z.device), label_smoothing=LABEL_SMOOTHING)
+            )
     return torch.stack(losses).mean()
 
 
@@ -101,12 +105,27 @@ def _schedule(step: int, steps: int, warmup: int) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, steps - warmup))))
 
 
-def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: float = 5e-5, lr_heads: float = 1e-3,
-                 seed: int = 0, exclude: Sequence[str] = ("banking77",), per_set: int = 4000, time_limit_s: float | None = None,
-                 save_every: int = 250, config: ReaderConfig | None = None, init: str | Path | None = None,
-                 progress: bool = True, command: str | None = None, data_version: int = 2,
-                 keep_every: int | None = None, records: Sequence[dict[str, Any]] | None = None,
-                 valid_records: Sequence[dict[str, Any]] | None = None, device: str | torch.device | None = None) -> dict[str, Any]:
+def train_reader(
+    out: str | Path,
+    steps: int = 4000,
+    batch_size: int = 32,
+    lr: float = 5e-5,
+    lr_heads: float = 1e-3,
+    seed: int = 0,
+    exclude: Sequence[str] = ("banking77",),
+    per_set: int = 4000,
+    time_limit_s: float | None = None,
+    save_every: int = 250,
+    config: ReaderConfig | None = None,
+    init: str | Path | None = None,
+    progress: bool = True,
+    command: str | None = None,
+    data_version: int = 2,
+    keep_every: int | None = None,
+    records: Sequence[dict[str, Any]] | None = None,
+    valid_records: Sequence[dict[str, Any]] | None = None,
+    device: str | torch.device | None = None,
+) -> dict[str, Any]:
     """Train a reader from the backbone (or ``init``), calibrate it on validation records, save ``out/final``.
 
     ``keep_every`` also keeps ``out/step<N>`` every that many steps, for choosing a checkpoint afterwards
@@ -135,9 +154,23 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
 
     def provenance(steps_done: int, finished: bool) -> dict[str, Any]:
         """What a checkpoint saved after ``steps_done`` steps was trained on (kept and last ones included)."""
-        return {"command": command, "sets": sets, "excluded": sorted(exclude), "records": len(records), "staged": staged,
-                "steps": steps_done, "finished": finished, "batch_size": batch_size, "seed": seed, "per_set": per_set, "lr": lr,
-                "data_version": data_version, "init": str(init) if init else None, "previous": previous, "device": device.type}
+        return {
+            "command": command,
+            "sets": sets,
+            "excluded": sorted(exclude),
+            "records": len(records),
+            "staged": staged,
+            "steps": steps_done,
+            "finished": finished,
+            "batch_size": batch_size,
+            "seed": seed,
+            "per_set": per_set,
+            "lr": lr,
+            "data_version": data_version,
+            "init": str(init) if init else None,
+            "previous": previous,
+            "device": device.type,
+        }
 
     heads = [p for n, p in reader.network.named_parameters() if not n.startswith("encoder.")]
     body = [p for p in reader.iter_parameters() if all(p is not h for h in heads)]
@@ -188,16 +221,27 @@ def train_reader(out: str | Path, steps: int = 4000, batch_size: int = 32, lr: f
     reader.train_mode(False)
     train_s = time.time() - started
     if valid_records is None and not staged:
-        valid_records = reader_records("valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude, version=data_version)
+        valid_records = reader_records(
+            "valid", per_set=max(50, per_set // 20), seed=seed + 1, exclude=exclude, version=data_version
+        )
     valid = typed_items(valid_records or [])
-    calibration = fit_calibration(reader, valid) if valid else Calibration(fitted_on={"nouls": 0, "choices": 0, "scores": 0})
+    calibration = (
+        fit_calibration(reader, valid) if valid else Calibration(fitted_on={"nouls": 0, "choices": 0, "scores": 0})
+    )
     reader.set_calibration(calibration)
     trained_on = provenance(step + 1, finished=True)
     reader.config = reader.config.model_copy(update={"trained_on": trained_on})
     reader.save(out / "final")
-    summary = {**trained_on, "examples_per_s": round((step + 1) * batch_size / train_s, 2), "train_wall_s": round(train_s, 1),
-               "wall_s": round(time.time() - started, 1), "loss_first": _mean(losses[:50]), "loss_last": _mean(losses[-50:]),
-               "calibration": calibration.model_dump(), "final": str(out / "final")}
+    summary = {
+        **trained_on,
+        "examples_per_s": round((step + 1) * batch_size / train_s, 2),
+        "train_wall_s": round(train_s, 1),
+        "wall_s": round(time.time() - started, 1),
+        "loss_first": _mean(losses[:50]),
+        "loss_last": _mean(losses[-50:]),
+        "calibration": calibration.model_dump(),
+        "final": str(out / "final"),
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
 
@@ -223,7 +267,9 @@ def fit_calibration(reader: QuestionReader, items: Sequence[tuple[str, wire.Text
     return fit_logit_calibration([q for _, q, _ in items], logits, [g for _, _, g in items])
 
 
-def fit_logit_calibration(questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor], gold: Sequence[int]) -> Calibration:
+def fit_logit_calibration(
+    questions: Sequence[wire.TextQuestion], logits: Sequence[torch.Tensor], gold: Sequence[int]
+) -> Calibration:
     """``fit_calibration`` on logits already read (a type with fewer than 20 items keeps the identity).
 
     Example:
@@ -235,10 +281,18 @@ def fit_logit_calibration(questions: Sequence[wire.TextQuestion], logits: Sequen
     nouls = [(z[0], g) for q, z, g in zip(questions, logits, gold) if isinstance(q, wire.Noul)]
     choices = [(z, g) for q, z, g in zip(questions, logits, gold) if isinstance(q, wire.Choice)]
     scores = [(z, g) for q, z, g in zip(questions, logits, gold) if isinstance(q, wire.Score)]
-    a, b = (fit_platt(torch.stack([z for z, _ in nouls]).float(), torch.tensor([1.0 if g == 0 else 0.0 for _, g in nouls]),
-                      READER_LBFGS) if len(nouls) >= 20 else (1.0, 0.0))
+    a, b = (
+        fit_platt(
+            torch.stack([z for z, _ in nouls]).float(),
+            torch.tensor([1.0 if g == 0 else 0.0 for _, g in nouls]),
+            READER_LBFGS,
+        )
+        if len(nouls) >= 20
+        else (1.0, 0.0)
+    )
     return Calibration(
-        noul_a=a, noul_b=b,
+        noul_a=a,
+        noul_b=b,
         choice_temperature=_temperature(choices) if len(choices) >= 20 else 1.0,
         score_temperature=_temperature(scores) if len(scores) >= 20 else 1.0,
         fitted_on={"nouls": len(nouls), "choices": len(choices), "scores": len(scores)},

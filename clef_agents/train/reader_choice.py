@@ -65,11 +65,16 @@ def head_probabilities(model_name: str, items: list) -> list[list[float]]:
     return out
 
 
-def mix(reader_probs: list[list[float]], head_probs: list[list[float]], items: list, weights: dict[str, float]) -> list[list[float]]:
+def mix(
+    reader_probs: list[list[float]], head_probs: list[list[float]], items: list, weights: dict[str, float]
+) -> list[list[float]]:
     """``QuestionReader.mix_with_head`` per item, with the weight of the item's type."""
     from clef_agents.model.reader import QuestionReader
 
-    return [QuestionReader.mix_with_head(r, h, weights.get(q.type, 0.0)) for (_, q, _, _), r, h in zip(items, reader_probs, head_probs)]
+    return [
+        QuestionReader.mix_with_head(r, h, weights.get(q.type, 0.0))
+        for (_, q, _, _), r, h in zip(items, reader_probs, head_probs)
+    ]
 
 
 def validation_calibration(reader: Any, per_set: int) -> Any:
@@ -77,7 +82,9 @@ def validation_calibration(reader: Any, per_set: int) -> Any:
     from clef_agents.train.reader import fit_calibration, typed_items
     from clef_agents.train.reader_data import reader_left_out_sets, reader_records
 
-    return fit_calibration(reader, typed_items(reader_records("valid", per_set=per_set, seed=1, exclude=reader_left_out_sets())))
+    return fit_calibration(
+        reader, typed_items(reader_records("valid", per_set=per_set, seed=1, exclude=reader_left_out_sets()))
+    )
 
 
 def probe_calibration(items: list, fallback: Any, logits: list) -> Any:
@@ -85,30 +92,57 @@ def probe_calibration(items: list, fallback: Any, logits: list) -> Any:
     from clef_agents.train.reader import fit_logit_calibration
 
     fitted = fit_logit_calibration([q for _, q, _, _ in items], logits, [g for _, _, g, _ in items])
-    return fitted.model_copy(update={"score_temperature": fallback.score_temperature,
-                                     "fitted_on": {**fitted.fitted_on, "source": "reader probe (untaught sets)",
-                                                   "scores_from": "validation rows of the reader's sets"}})
+    return fitted.model_copy(
+        update={
+            "score_temperature": fallback.score_temperature,
+            "fitted_on": {
+                **fitted.fitted_on,
+                "source": "reader probe (untaught sets)",
+                "scores_from": "validation rows of the reader's sets",
+            },
+        }
+    )
 
 
-def choose(reader: Any, items: list, logits: list, head: list, in_dist: Any,
-           correct: bool = True, mixing: bool = True) -> dict[str, Any]:
+def choose(
+    reader: Any, items: list, logits: list, head: list, in_dist: Any, correct: bool = True, mixing: bool = True
+) -> dict[str, Any]:
     """On ``items``: the prior correction per type (by the criterion's part, uncalibrated; none unless
     ``correct``), then the calibration (Platt and choice temperature) on the corrected logits, then the
     head's weight per type (none unless ``mixing``)."""
-    correction = {kind: max(CORRECTIONS if correct else (0.0,),
-                            key=lambda lam: _part(items, probabilities_from(reader, items, corrected(reader, items, logits, {kind: lam})), kind))
-                  for kind in HEADLINE}
+    correction = {
+        kind: max(
+            CORRECTIONS if correct else (0.0,),
+            key=lambda lam: _part(
+                items, probabilities_from(reader, items, corrected(reader, items, logits, {kind: lam})), kind
+            ),
+        )
+        for kind in HEADLINE
+    }
     fixed = corrected(reader, items, logits, correction)
     fitted = probe_calibration(items, in_dist, fixed)
     probs = probabilities_from(reader, items, fixed, fitted)
-    weights = {kind: max(WEIGHTS if mixing else (0.0,), key=lambda w: _part(items, mix(probs, head, items, {"noul": w, "choice": w}), kind))
-               for kind in HEADLINE}
-    return {"prior_correction": correction, "calibration": fitted.model_dump(), "head_weights": weights,
-            "probabilities": mix(probs, head, items, weights)}
+    weights = {
+        kind: max(
+            WEIGHTS if mixing else (0.0,),
+            key=lambda w: _part(items, mix(probs, head, items, {"noul": w, "choice": w}), kind),
+        )
+        for kind in HEADLINE
+    }
+    return {
+        "prior_correction": correction,
+        "calibration": fitted.model_dump(),
+        "head_weights": weights,
+        "probabilities": mix(probs, head, items, weights),
+    }
 
 
-STEPS = {"probe calibration": (False, False), "+ prior correction": (True, False), "+ head mixing": (True, True),
-         "probe calibration + head mixing": (False, True)}
+STEPS = {
+    "probe calibration": (False, False),
+    "+ prior correction": (True, False),
+    "+ head mixing": (True, True),
+    "probe calibration + head mixing": (False, True),
+}
 """The ladder checked out of fold: each step adds one knob, chosen on the fitting half."""
 
 
@@ -134,26 +168,44 @@ def fold(reader: Any, items: list, logits: list, head: list, in_dist: Any, fit_h
     for name, (correct, mixing) in STEPS.items():
         step = choose(reader, pick(items, fit), pick(logits, fit), pick(head, fit), in_dist, correct, mixing)
         chosen[name] = {k: v for k, v in step.items() if k != "probabilities"}
-        probs = probabilities_from(reader, check_items, corrected(reader, check_items, check_logits, step["prior_correction"]),
-                                   Calibration(**step["calibration"]))
+        probs = probabilities_from(
+            reader,
+            check_items,
+            corrected(reader, check_items, check_logits, step["prior_correction"]),
+            Calibration(**step["calibration"]),
+        )
         answers[name] = mix(probs, check_head, check_items, step["head_weights"])
-    return {"fit_half": fit_half, "check_items": len(check), "chosen": chosen,
-            "check": {name: probe_report(check_items, probs)["summary"] for name, probs in answers.items()}}
+    return {
+        "fit_half": fit_half,
+        "check_items": len(check),
+        "chosen": chosen,
+        "check": {name: probe_report(check_items, probs)["summary"] for name, probs in answers.items()},
+    }
 
 
 def kept_steps(folds: list[dict[str, Any]]) -> tuple[bool, bool]:
     """Whether the prior correction, then the head mixing (on top of what was kept), raise the
     out-of-fold criterion in every fold."""
+
     def better(after: str, before: str) -> bool:
         return all((f["check"][after]["criterion"] or 0) > (f["check"][before]["criterion"] or 0) for f in folds)
 
     correct = better("+ prior correction", "probe calibration")
-    mixing = better("+ head mixing", "+ prior correction") if correct else better("probe calibration + head mixing", "probe calibration")
+    mixing = (
+        better("+ head mixing", "+ prior correction")
+        if correct
+        else better("probe calibration + head mixing", "probe calibration")
+    )
     return correct, mixing
 
 
-def choose_reader(readers: Sequence[str], model: str = "mini", rows: int = 300, valid_per_set: int = 100,
-                  candidates_from: str | None = None) -> tuple[Any, dict[str, Any]]:
+def choose_reader(
+    readers: Sequence[str],
+    model: str = "mini",
+    rows: int = 300,
+    valid_per_set: int = 100,
+    candidates_from: str | None = None,
+) -> tuple[Any, dict[str, Any]]:
     """Steps 1–3 of the rule: the chosen reader, set up with what was kept, and the report's data (without
     ``command`` and ``written``).
 
@@ -191,11 +243,16 @@ def choose_reader(readers: Sequence[str], model: str = "mini", rows: int = 300, 
     reader.set_calibration(Calibration(**final["calibration"]))
     reader.set_head_weights(final["head_weights"])
     return reader, {
-        "items": len(items), "wall_s": round(time.time() - started, 1),
-        "candidates": candidates, "chosen": chosen, "validation_calibration": in_dist.model_dump(),
-        "folds": folds, "kept": {"prior_correction": correct, "head_mixing": mixing},
+        "items": len(items),
+        "wall_s": round(time.time() - started, 1),
+        "candidates": candidates,
+        "chosen": chosen,
+        "validation_calibration": in_dist.model_dump(),
+        "folds": folds,
+        "kept": {"prior_correction": correct, "head_mixing": mixing},
         "final": {k: v for k, v in final.items() if k != "probabilities"},
-        "chosen_report": probe_report(items, final["probabilities"]), "head_report": probe_report(items, head),
+        "chosen_report": probe_report(items, final["probabilities"]),
+        "head_report": probe_report(items, head),
     }
 
 
@@ -207,9 +264,16 @@ def save_chosen(reader: Any, result: dict[str, Any], out: str | Path, report: st
     checkpoint_step = Path(chosen).name.removeprefix("step")
     if checkpoint_step.isdigit():
         trained = {**trained, "run_steps": trained.get("steps"), "steps": int(checkpoint_step), "checkpoint": chosen}
-    trained["probe"] = {"command": result["command"], "candidates": len(result["candidates"]), "chosen": chosen,
-                        "items": result["items"], "report": report}
-    reader.config = reader.config.model_copy(update={"trained_on": {k: v for k, v in trained.items() if k not in ("final", "calibration")}})
+    trained["probe"] = {
+        "command": result["command"],
+        "candidates": len(result["candidates"]),
+        "chosen": chosen,
+        "items": result["items"],
+        "report": report,
+    }
+    reader.config = reader.config.model_copy(
+        update={"trained_on": {k: v for k, v in trained.items() if k not in ("final", "calibration")}}
+    )
     reader.save(out)
     return Path(out)
 
@@ -231,18 +295,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--readers", nargs="+", required=True, help="candidate reader folders")
     parser.add_argument("--model", default="mini", help="checkpoint whose routing head is mixed in (default mini)")
     parser.add_argument("--rows", type=int, default=300, help="rows per probe set (default 300)")
-    parser.add_argument("--valid-per-set", type=int, default=100, help="validation rows per set for the baseline calibration")
-    parser.add_argument("--candidates-from", default=None, help="reuse the candidates' scores of an earlier report's JSON (same items)")
+    parser.add_argument(
+        "--valid-per-set", type=int, default=100, help="validation rows per set for the baseline calibration"
+    )
+    parser.add_argument(
+        "--candidates-from", default=None, help="reuse the candidates' scores of an earlier report's JSON (same items)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     parser.add_argument("--write", default=None, help="save the chosen reader, calibrated on the probe, in this folder")
-    parser.add_argument("--report", default=None,
-                        help="report stem: writes STEM.json and STEM.md (default: the --write folder's name, else reader_probe)")
+    parser.add_argument(
+        "--report",
+        default=None,
+        help="report stem: writes STEM.json and STEM.md (default: the --write folder's name, else reader_probe)",
+    )
     return parser
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``choose-reader`` subcommand."""
-    parser = subparsers.add_parser("choose-reader", help="choose and calibrate the question reader on its probe (untaught sets)")
+    parser = subparsers.add_parser(
+        "choose-reader", help="choose and calibrate the question reader on its probe (untaught sets)"
+    )
     add_arguments(parser).set_defaults(func=_run)
 
 
@@ -305,25 +378,49 @@ def render(result: dict[str, Any]) -> str:
         lines.append(f"| {folder}{mark} | " + " | ".join(_fmt(summary[c]) for c in cols) + " |")
     lines += ["", "## Calibration and head mixing, fitted on one half of the probe, checked on the other", ""]
     for fold in result["folds"]:
-        lines += [f"Fitted on half {fold['fit_half']}, checked on the other ({fold['check_items']} items). Chosen on the fitting half: "
-                  + "; ".join(f"{name}: correction {c['prior_correction']}, head weights {c['head_weights']}" for name, c in fold["chosen"].items())
-                  + ".", "", "| answers | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+        lines += [
+            f"Fitted on half {fold['fit_half']}, checked on the other ({fold['check_items']} items). Chosen on the fitting half: "
+            + "; ".join(
+                f"{name}: correction {c['prior_correction']}, head weights {c['head_weights']}"
+                for name, c in fold["chosen"].items()
+            )
+            + ".",
+            "",
+            "| answers | " + " | ".join(cols) + " |",
+            "|---|" + "---:|" * len(cols),
+        ]
         for name, summary in fold["check"].items():
             lines.append(f"| {name} | " + " | ".join(_fmt(summary[c]) for c in cols) + " |")
         lines.append("")
     kept = result["kept"]
-    lines += [(f"A step is kept when it raises the out-of-fold criterion in both folds: prior correction "
-              f"{'kept' if kept['prior_correction'] else 'not kept'}, head mixing {'kept' if kept['head_mixing'] else 'not kept'}."), ""]
+    lines += [
+        (
+            f"A step is kept when it raises the out-of-fold criterion in both folds: prior correction "
+            f"{'kept' if kept['prior_correction'] else 'not kept'}, head mixing {'kept' if kept['head_mixing'] else 'not kept'}."
+        ),
+        "",
+    ]
     final = result["final"]
     cal = final["calibration"]
-    lines += [(f"Chosen on the whole probe: prior correction {final['prior_correction']}; Platt a = {cal['noul_a']:.3f}, "
-              f"b = {cal['noul_b']:.3f}, choice temperature {cal['choice_temperature']:.3f}, score temperature "
-              f"{cal['score_temperature']:.3f} (validation rows); head mixing weights {final['head_weights']}."), ""]
-    lines += ["## Chosen reader per probe set (whole probe, everything chosen on it: in-sample)", "",
-              "| set | type | n | AUROC | accuracy | NLL | ECE |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        (
+            f"Chosen on the whole probe: prior correction {final['prior_correction']}; Platt a = {cal['noul_a']:.3f}, "
+            f"b = {cal['noul_b']:.3f}, choice temperature {cal['choice_temperature']:.3f}, score temperature "
+            f"{cal['score_temperature']:.3f} (validation rows); head mixing weights {final['head_weights']}."
+        ),
+        "",
+    ]
+    lines += [
+        "## Chosen reader per probe set (whole probe, everything chosen on it: in-sample)",
+        "",
+        "| set | type | n | AUROC | accuracy | NLL | ECE |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for name, kinds in result["chosen_report"]["sets"].items():
         for kind, m in kinds.items():
-            lines.append(f"| {name} | {kind} | {m['n']} | {_fmt(m.get('auroc'))} | {_fmt(m['accuracy'])} | {_fmt(m['nll'])} | {_fmt(m['ece'])} |")
+            lines.append(
+                f"| {name} | {kind} | {m['n']} | {_fmt(m.get('auroc'))} | {_fmt(m['accuracy'])} | {_fmt(m['nll'])} | {_fmt(m['ece'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -72,12 +72,23 @@ def probe_records(rows_per_set: int = 60, seed: int = 0) -> list[dict[str, Any]]
     for n, row in enumerate(_balanced(raw_rows("assebench_security", "train"), rows_per_set, rng)):
         question, yes_label = ASSEBENCH_WORDINGS[n % len(ASSEBENCH_WORDINGS)]
         form = "own" if yes_label == "unsafe" else "own_negated"
-        records.append(one_question_record(row["text"], {"type": "noul", "instructions": question},
-                                           row["label"] == yes_label, "assebench_security", form))
+        records.append(
+            one_question_record(
+                row["text"],
+                {"type": "noul", "instructions": question},
+                row["label"] == yes_label,
+                "assebench_security",
+                form,
+            )
+        )
     options = datasets.staged_labels("injecagent")
     injecagent = raw_rows("injecagent", "train")
     for n, row in enumerate(rng.sample(injecagent, min(rows_per_set, len(injecagent)))):
-        question = {"type": "choice", "instructions": INJECAGENT_INSTRUCTIONS[n % 2], "criteria": dict.fromkeys(options)}
+        question = {
+            "type": "choice",
+            "instructions": INJECAGENT_INSTRUCTIONS[n % 2],
+            "criteria": dict.fromkeys(options),
+        }
         records.append(one_question_record(row["text"], question, row["label"], "injecagent", "choice"))
     return records
 
@@ -85,8 +96,10 @@ def probe_records(rows_per_set: int = 60, seed: int = 0) -> list[dict[str, Any]]
 def probe_items(rows_per_set: int = 60, seed: int = 0) -> list[ProbeItem]:
     """``probe_records`` as typed items, ready for a reader's ``logits`` or a model's ``predict``."""
     records = probe_records(rows_per_set, seed)
-    return [(state, question, gold, {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]})
-            for (state, question, gold), record in zip(typed_items(records), records)]
+    return [
+        (state, question, gold, {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]})
+        for (state, question, gold), record in zip(typed_items(records), records)
+    ]
 
 
 def wide_probe_items(rows_per_set: int = 20, seed: int = 0) -> list[ProbeItem]:
@@ -100,8 +113,10 @@ def wide_probe_items(rows_per_set: int = 20, seed: int = 0) -> list[ProbeItem]:
     """
     sets = sorted(set(READER_SETS) | set(READER_PROBE))
     records = reader_records("train", per_set=rows_per_set, seed=seed, sets=sets, version=2)
-    return [(state, question, gold, {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]})
-            for (state, question, gold), record in zip(typed_items(records), records)]
+    return [
+        (state, question, gold, {"dataset": record["meta"]["dataset"], "form": record["meta"]["form"]})
+        for (state, question, gold), record in zip(typed_items(records), records)
+    ]
 
 
 def probe_half(item: ProbeItem) -> int:
@@ -119,8 +134,9 @@ def _balanced(rows: list[dict[str, Any]], limit: int, rng: random.Random) -> lis
     return picked
 
 
-def probe_report(items: Sequence[ProbeItem], probabilities: Sequence[Sequence[float]],
-                 min_group: int = MIN_GROUP) -> dict[str, Any]:
+def probe_report(
+    items: Sequence[ProbeItem], probabilities: Sequence[Sequence[float]], min_group: int = MIN_GROUP
+) -> dict[str, Any]:
     """Per probe set: yes/no AUROC, NLL and ECE of p(yes); choice accuracy, NLL and ECE of the top option.
     ``summary.criterion`` (the mean of the mean yes/no AUROC and the mean choice accuracy over sets with
     at least ``min_group`` items of the type) is what a checkpoint is chosen by.
@@ -140,14 +156,23 @@ def probe_report(items: Sequence[ProbeItem], probabilities: Sequence[Sequence[fl
     sets: dict[str, dict[str, Any]] = {}
     for (dataset, kind), pairs in sorted(groups.items()):
         sets.setdefault(dataset, {})[kind] = _group_metrics(kind, pairs)
-    nouls = [m["noul"]["auroc"] for m in sets.values()
-             if "noul" in m and m["noul"]["n"] >= min_group and not math.isnan(m["noul"]["auroc"])]
+    nouls = [
+        m["noul"]["auroc"]
+        for m in sets.values()
+        if "noul" in m and m["noul"]["n"] >= min_group and not math.isnan(m["noul"]["auroc"])
+    ]
     choices = [m["choice"]["accuracy"] for m in sets.values() if "choice" in m and m["choice"]["n"] >= min_group]
     means = [float(np.mean(v)) for v in (nouls, choices) if v]
     eces = [g[kind]["ece"] for g in sets.values() for kind in g]
     nlls = [g[kind]["nll"] for g in sets.values() for kind in g]
-    summary = {"noul_auroc": _mean(nouls), "choice_accuracy": _mean(choices), "ece": _mean(eces), "nll": _mean(nlls),
-               "criterion": _mean(means), "items": len(items)}
+    summary = {
+        "noul_auroc": _mean(nouls),
+        "choice_accuracy": _mean(choices),
+        "ece": _mean(eces),
+        "nll": _mean(nlls),
+        "criterion": _mean(means),
+        "items": len(items),
+    }
     return {"summary": summary, "sets": sets}
 
 

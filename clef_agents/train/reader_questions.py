@@ -79,11 +79,17 @@ def _question(raw: Any, where: str) -> WrittenQuestion:
         options = raw.get("options")
         if not isinstance(options, dict) or len(options) < 2:
             raise ValueError(f"{where}: a choice needs 'options' with at least two names, got {options!r}")
-        if any(not isinstance(k, str) or not k.strip() or not (v is None or isinstance(v, str)) for k, v in options.items()):
+        if any(
+            not isinstance(k, str) or not k.strip() or not (v is None or isinstance(v, str)) for k, v in options.items()
+        ):
             raise ValueError(f"{where}: option names must be non-empty strings and descriptions strings or null")
         if answer not in options:
             raise ValueError(f"{where}: answer {answer!r} is not one of the options {list(options)}")
-        return WrittenQuestion(text.strip(), answer, {k: (v.strip() if isinstance(v, str) and v.strip() else None) for k, v in options.items()})
+        return WrittenQuestion(
+            text.strip(),
+            answer,
+            {k: (v.strip() if isinstance(v, str) and v.strip() else None) for k, v in options.items()},
+        )
     raise ValueError(f"{where}: 'type' must be 'noul' or 'choice', got {kind!r}")
 
 
@@ -154,6 +160,17 @@ def written_records(split: str, folder: str | Path = FOLDER) -> list[dict[str, A
                     raw: dict[str, Any] = {"type": "noul", "instructions": question.text}
                 else:
                     raw = {"type": "choice", "instructions": question.text, "criteria": dict(question.options)}
-                records.append({"state": item.state, "questions": {"q": raw}, "labels": {"q": question.answer},
-                                "meta": {"dataset": SOURCE, "source": path.name, "form": f"written_{question.type}", "item": item.id}})
+                records.append(
+                    {
+                        "state": item.state,
+                        "questions": {"q": raw},
+                        "labels": {"q": question.answer},
+                        "meta": {
+                            "dataset": SOURCE,
+                            "source": path.name,
+                            "form": f"written_{question.type}",
+                            "item": item.id,
+                        },
+                    }
+                )
     return records

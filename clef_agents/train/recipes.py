@@ -36,7 +36,14 @@ MINI_LABEL_WEIGHTS: dict[str, float] = {"clinc150:oos": 25.0}
 """Rare labels drawn more often within their set: clinc150 has 100 out-of-scope training rows
 among 15,000, yet a fifth of its test rows are out of scope."""
 
-MINI_CACHE_CAPS: dict[str, int] = {"default": 3000, "banking77": 0, "clinc150": 0, "hwu64": 0, "sst5": 0, "bfcl_relevance": 0}
+MINI_CACHE_CAPS: dict[str, int] = {
+    "default": 3000,
+    "banking77": 0,
+    "clinc150": 0,
+    "hwu64": 0,
+    "sst5": 0,
+    "bfcl_relevance": 0,
+}
 """Records per data set for the cached-state stages (0 = all): every intent set whole, the large
 inference sets sampled (their states are long, and the cache lives in memory)."""
 
@@ -45,7 +52,9 @@ TRAIN_SPLIT_OVERRIDES = {"snli_esnli": "valid", "scitail": "valid"}
 are never used for calibration or reported as held-out results."""
 
 
-def mixture_records(mixture: dict[str, float], split: str, exclude: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def mixture_records(
+    mixture: dict[str, float], split: str, exclude: tuple[str, ...] = ()
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Records of every dataset in a mixture for a split, and per-dataset sampling weights that
     turn the mixture's shares into ``RecordSampler`` weights (which multiply by pool size)."""
     from clef_agents.train.datasets import available_splits, load_records  # noqa: PLC0415
@@ -72,7 +81,9 @@ def mixture_records(mixture: dict[str, float], split: str, exclude: tuple[str, .
     return records, weights
 
 
-def cap_records(records: list[dict[str, Any]], caps: dict[str, int], seed: int = 0, keep: dict[str, float] | None = None) -> list[dict[str, Any]]:
+def cap_records(
+    records: list[dict[str, Any]], caps: dict[str, int], seed: int = 0, keep: dict[str, float] | None = None
+) -> list[dict[str, Any]]:
     """At most ``caps[dataset]`` (else ``caps["default"]``; 0 = no cap) records per data set, a seeded
     sample; records whose ``"dataset:label"`` is in ``keep`` always stay.
 

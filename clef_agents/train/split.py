@@ -44,7 +44,9 @@ HELD_OUT: dict[str, SetEntry] = {
     "openai_moderation": SetEntry(("noul",), True, "content moderation, one of the everyday agent questions"),
     # tool-use risk (yes/no on agent records)
     "rjudge": SetEntry(("noul", "tool"), False, "agent interaction records safe/unsafe; research use"),
-    "agent_safetybench": SetEntry(("noul", "tool"), False, "task + tools: safe to fulfil or not; licence not verifiable"),
+    "agent_safetybench": SetEntry(
+        ("noul", "tool"), False, "task + tools: safe to fulfil or not; licence not verifiable"
+    ),
     "safeagentbench": SetEntry(("noul", "tool"), False, "embodied plans safe/unsafe; no licence stated"),
     "safe_os": SetEntry(("noul", "tool"), False, "shell-agent requests safe/unsafe; no licence found"),
     # tool-call decision
@@ -72,14 +74,24 @@ TRAINABLE: dict[str, SetEntry] = {
     "hate_offensive": SetEntry(("choice", "noul"), True, "hate / offensive / neither"),
     "sst5": SetEntry(("score",), True, "5-level review sentiment"),
     "bfcl_relevance": SetEntry(("noul", "tool"), True, "call / no call"),
-    "assebench_security": SetEntry(("noul", "tool"), True, "agent records safe/unsafe; Apache-2.0; failure_mode and risk_description never in the input"),
-    "injecagent": SetEntry(("choice", "tool"), True, "harm type of an injected instruction; MIT; expected_achievements never in the input"),
+    "assebench_security": SetEntry(
+        ("noul", "tool"),
+        True,
+        "agent records safe/unsafe; Apache-2.0; failure_mode and risk_description never in the input",
+    ),
+    "injecagent": SetEntry(
+        ("choice", "tool"), True, "harm type of an injected instruction; MIT; expected_achievements never in the input"
+    ),
     "xstest": SetEntry(("noul",), True, "request safety incl. safe look-alikes; CC BY 4.0"),
     "tweeteval_offensive": SetEntry(("noul",), True, "offensive tweet"),
     "tweeteval_stance": SetEntry(("choice",), True, "stance towards a target"),
     "goemotions": SetEntry(("choice",), True, "28 emotions; CC BY 4.0"),
     "climate_fever": SetEntry(("choice",), True, "claim vs evidence, NLI-like"),
-    "subj": SetEntry(("noul",), False, "subjective/objective; 1,805 sentences occur verbatim in sst5, so never held out; research terms"),
+    "subj": SetEntry(
+        ("noul",),
+        False,
+        "subjective/objective; 1,805 sentences occur verbatim in sst5, so never held out; research terms",
+    ),
     "mnli_taxinli": SetEntry(("noul", "choice"), True, "NLI"),
     "snli_esnli": SetEntry(("noul", "choice"), True, "NLI"),
     "qnli": SetEntry(("noul",), True, "NLI"),

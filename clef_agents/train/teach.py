@@ -35,10 +35,27 @@ import torch.nn.functional as F
 from clef_agents import wire
 from clef_agents.model.decision_model import ClefDecisionModel
 from clef_agents.model.lexical import LexicalModel, build_vocabulary, fit_lexical
-from clef_agents.model.neighbours import NeighbourModel, dequantise_bank, fit_projection, novelty, project, quantise_bank
-from clef_agents.model.taught import FEATURES, LEGACY_FEATURES, SCALE, STORED_DTYPE, Novelty, TaughtQuestion, parse_features, taught_key
+from clef_agents.model.neighbours import (
+    NeighbourModel,
+    dequantise_bank,
+    fit_projection,
+    novelty,
+    project,
+    quantise_bank,
+)
+from clef_agents.model.taught import (
+    FEATURES,
+    LEGACY_FEATURES,
+    SCALE,
+    STORED_DTYPE,
+    Novelty,
+    TaughtQuestion,
+    parse_features,
+    taught_key,
+)
 from clef_agents.model.tool_match import KINDS as TOOL_MATCH_KINDS
 from clef_agents.model.tool_match import ToolEncoder, ToolMatch, fit_token_idf, lists_tools, tool_features
+from clef_agents.train.trainer import record_to_example
 
 
 @dataclass
@@ -55,7 +72,7 @@ class TeachSettings:
     dropout: float = 0.5
     label_smoothing: float = 0.1
     seed: int = 0
-from clef_agents.train.trainer import record_to_example
+
 
 CHUNK = 64
 L2_GRID = (1e-5, 3e-5, 1e-4, 3e-4)
@@ -105,7 +122,15 @@ class _Group:
     held_out: list[bool] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
 
-    def add(self, features: dict[str, torch.Tensor], names: list[str], logits: torch.Tensor, gold: int, held_out: bool, text: str = "") -> None:
+    def add(
+        self,
+        features: dict[str, torch.Tensor],
+        names: list[str],
+        logits: torch.Tensor,
+        gold: int,
+        held_out: bool,
+        text: str = "",
+    ) -> None:
         for name in names:
             if name not in self.names:
                 self.names.append(name)
@@ -160,8 +185,14 @@ def collect(
             for (a, b), question, target in zip(spans, questions, gold):
                 key = taught_key(question)
                 group = groups.setdefault(key, _Group(question.type, wire.content_text(question.instructions)))
-                group.add({spec: rows[j] for spec, rows in features.items()}, wire.option_names(question), logits[j, a:b], target,
-                          held_out[chunk[j]], text)
+                group.add(
+                    {spec: rows[j] for spec, rows in features.items()},
+                    wire.option_names(question),
+                    logits[j, a:b],
+                    target,
+                    held_out[chunk[j]],
+                    text,
+                )
     return groups
 
 
@@ -174,8 +205,13 @@ def _train_network(
 
     generator = torch.Generator().manual_seed(settings.seed)
     torch.manual_seed(settings.seed)
-    net = nn.Sequential(nn.Dropout(settings.input_dropout), nn.Linear(features.shape[1], settings.hidden), nn.GELU(),
-                        nn.Dropout(settings.dropout), nn.Linear(settings.hidden, n))
+    net = nn.Sequential(
+        nn.Dropout(settings.input_dropout),
+        nn.Linear(features.shape[1], settings.hidden),
+        nn.GELU(),
+        nn.Dropout(settings.dropout),
+        nn.Linear(settings.hidden, n),
+    )
     per_epoch = -(-len(gold) // settings.batch_size)
     steps = max(settings.epochs * per_epoch, settings.min_steps)
     optimizer = torch.optim.AdamW(net.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
@@ -204,7 +240,9 @@ def _as_stored(value: torch.Tensor) -> torch.Tensor:
     return value.to(STORED_DTYPE).float()
 
 
-def _fit_linear(features: torch.Tensor, present: torch.Tensor, gold: torch.Tensor, l2: float, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _fit_linear(
+    features: torch.Tensor, present: torch.Tensor, gold: torch.Tensor, l2: float, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Multinomial logistic regression on ``features * SCALE`` with an L2 penalty (full-batch L-BFGS)."""
     weight = torch.zeros(n, features.shape[1], requires_grad=True)
     bias = torch.zeros(n, requires_grad=True)
@@ -222,7 +260,9 @@ def _fit_linear(features: torch.Tensor, present: torch.Tensor, gold: torch.Tenso
     return _as_stored(weight.detach()), _as_stored(bias.detach())
 
 
-def fit_blend(parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor, signed: Sequence[int] = ()) -> list[float]:
+def fit_blend(
+    parts: list[torch.Tensor], present: torch.Tensor, gold: torch.Tensor, signed: Sequence[int] = ()
+) -> list[float]:
     """Weights of a sum of logit sets minimising held-out NLL (absent options masked), under the
     Gaussian prior ``BLEND_PRIOR_SD`` on each weight (MAP).
 
@@ -279,8 +319,14 @@ def _scores(logits: torch.Tensor, present: torch.Tensor, gold: torch.Tensor) -> 
 
 
 def fit_best(
-    group: _Group, settings: TeachSettings | None = None, lexical: bool = True, neighbours: bool = True, refit: bool = True,
-    catch_all: Sequence[str] = (), encoder: ToolEncoder | None = None, identifier_words: bool = False,
+    group: _Group,
+    settings: TeachSettings | None = None,
+    lexical: bool = True,
+    neighbours: bool = True,
+    refit: bool = True,
+    catch_all: Sequence[str] = (),
+    encoder: ToolEncoder | None = None,
+    identifier_words: bool = False,
 ) -> TaughtQuestion:
     """Fit one taught question on each feature candidate the group holds; keep the lowest held-out NLL;
     add the lexical part (``add_lexical``), the neighbour vote (``add_neighbours``), on a
@@ -309,8 +355,14 @@ def _rows(group: _Group) -> tuple[list[int], list[int]]:
     return [i for i, h in enumerate(group.held_out) if not h], [i for i, h in enumerate(group.held_out) if h]
 
 
-def _blend_logits(taught: TaughtQuestion, features: torch.Tensor, head: torch.Tensor, present: torch.Tensor,
-                  texts: Sequence[str], tools: torch.Tensor | None = None) -> torch.Tensor:
+def _blend_logits(
+    taught: TaughtQuestion,
+    features: torch.Tensor,
+    head: torch.Tensor,
+    present: torch.Tensor,
+    texts: Sequence[str],
+    tools: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``TaughtQuestion.blend`` for many records [N, n] (absent options' head logits count as 0;
     ``tools``: their ``ToolMatch.features``, needed once the question has a tool-match part)."""
     with torch.no_grad():
@@ -318,8 +370,14 @@ def _blend_logits(taught: TaughtQuestion, features: torch.Tensor, head: torch.Te
         return taught.blend(features, head.masked_fill(~present, 0.0), lexical, tools)
 
 
-def _neighbour_bank(mean: torch.Tensor, projection: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, k: int,
-                    temperature: float) -> NeighbourModel:
+def _neighbour_bank(
+    mean: torch.Tensor,
+    projection: torch.Tensor,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    k: int,
+    temperature: float,
+) -> NeighbourModel:
     """A neighbour model over these records, its bank rounded as it is stored."""
     bank = dequantise_bank(quantise_bank(project(features, mean, projection)))
     return NeighbourModel(mean, projection, bank, labels, k=k, temperature=temperature)
@@ -358,17 +416,35 @@ def add_neighbours(group: _Group, taught: TaughtQuestion, dims: int = NEIGHBOUR_
     with_vote, model, (scale, epsilon) = best
     without = taught.report["held_out_taught"]
     kept = with_vote["nll"] <= without["nll"] * (1.0 - NEIGHBOUR_MIN_GAIN) and epsilon > 0
-    taught.report["neighbours"] = {"kept": kept, "k": model.k, "temperature": model.temperature, "dims": model.projection.shape[1],
-                                   "held_out_with_neighbours": with_vote, "held_out_without_neighbours": without}
+    taught.report["neighbours"] = {
+        "kept": kept,
+        "k": model.k,
+        "temperature": model.temperature,
+        "dims": model.projection.shape[1],
+        "held_out_with_neighbours": with_vote,
+        "held_out_without_neighbours": without,
+    }
     if not kept:
         return taught
-    blend = {name: round(value * scale, 4) for name, value in taught.report["blend"].items()} | {"neighbours": round(epsilon, 4)}
+    blend = {name: round(value * scale, 4) for name, value in taught.report["blend"].items()} | {
+        "neighbours": round(epsilon, 4)
+    }
     report = {**taught.report, "blend": blend, "held_out_taught": with_vote}
-    return replace(taught, alpha=taught.alpha * scale, gamma=taught.gamma * scale, beta=taught.beta * scale,
-                   delta=taught.delta * scale, neighbours=model, epsilon=epsilon, report=report)
+    return replace(
+        taught,
+        alpha=taught.alpha * scale,
+        gamma=taught.gamma * scale,
+        beta=taught.beta * scale,
+        delta=taught.delta * scale,
+        neighbours=model,
+        epsilon=epsilon,
+        report=report,
+    )
 
 
-def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str], dims: int = NEIGHBOUR_DIMS) -> TaughtQuestion:
+def add_novelty(
+    group: _Group, taught: TaughtQuestion, catch_all: Sequence[str], dims: int = NEIGHBOUR_DIMS
+) -> TaughtQuestion:
     """``taught`` with a novelty part on one of its ``catch_all`` options (see ``neighbours.novelty``),
     if that lowers the held-out NLL by at least ``NOVELTY_MIN_GAIN``; otherwise unchanged.
 
@@ -400,15 +476,20 @@ def add_novelty(group: _Group, taught: TaughtQuestion, catch_all: Sequence[str],
     if best is None:
         return taught
     with_novelty, part = best
-    taught.report["novelty"] |= {"option": part.option, "weight": round(part.weight, 4), "bias": round(part.bias, 4),
-                                 "held_out_with_novelty": with_novelty}
+    taught.report["novelty"] |= {
+        "option": part.option,
+        "weight": round(part.weight, 4),
+        "bias": round(part.bias, 4),
+        "held_out_with_novelty": with_novelty,
+    }
     if not kept:
         return taught
     return replace(taught, neighbours=bank, novelty=part, report={**taught.report, "held_out_taught": with_novelty})
 
 
-def _fit_option_part(base: torch.Tensor, features: torch.Tensor, option: int, present: torch.Tensor,
-                     gold: torch.Tensor) -> tuple[list[float], float]:
+def _fit_option_part(
+    base: torch.Tensor, features: torch.Tensor, option: int, present: torch.Tensor, gold: torch.Tensor
+) -> tuple[list[float], float]:
     """Weights and bias of ``weights · features + bias`` [N, k] on one option's logit, over fixed ``base``
     logits, minimising held-out NLL under the prior ``NOVELTY_PRIOR_SD`` (MAP); the novelty and the
     tool-match parts are both fitted this way."""
@@ -420,7 +501,10 @@ def _fit_option_part(base: torch.Tensor, features: torch.Tensor, option: int, pr
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        loss = F.cross_entropy(base + (features @ params[:-1] + params[-1])[:, None] * column, gold) + prior * (params**2).sum()
+        loss = (
+            F.cross_entropy(base + (features @ params[:-1] + params[-1])[:, None] * column, gold)
+            + prior * (params**2).sum()
+        )
         loss.backward()
         return loss
 
@@ -436,8 +520,9 @@ def wants_tool_match(group: _Group) -> bool:
     return sum(lists_tools(text) for text in group.texts) >= TOOL_MATCH_MIN_SHARE * len(group.texts)
 
 
-def add_tool_match(group: _Group, taught: TaughtQuestion, encoder: ToolEncoder,
-                   kinds: Sequence[str] = TOOL_MATCH_KINDS) -> TaughtQuestion:
+def add_tool_match(
+    group: _Group, taught: TaughtQuestion, encoder: ToolEncoder, kinds: Sequence[str] = TOOL_MATCH_KINDS
+) -> TaughtQuestion:
     """``taught`` with a request–tool match part on its "yes" option (see ``clef_agents.model.tool_match``),
     if that lowers the held-out NLL by at least ``TOOL_MATCH_MIN_GAIN``; otherwise unchanged.
 
@@ -458,19 +543,32 @@ def add_tool_match(group: _Group, taught: TaughtQuestion, encoder: ToolEncoder,
         raw = tool_features(kind, texts, encoder, idf)
         mean, scale = raw.mean(0), raw.std(0).clamp(min=1e-3)
         weights, bias = _fit_option_part(so_far, (raw - mean) / scale, option, p_held, y_held)
-        part = ToolMatch(group.names[option], tuple(round(w, 6) for w in weights), round(bias, 6),
-                         tuple(round(m, 6) for m in mean.tolist()), tuple(round(s, 6) for s in scale.tolist()),
-                         kind=kind, idf=idf)
+        part = ToolMatch(
+            group.names[option],
+            tuple(round(w, 6) for w in weights),
+            round(bias, 6),
+            tuple(round(m, 6) for m in mean.tolist()),
+            tuple(round(s, 6) for s in scale.tolist()),
+            kind=kind,
+            idf=idf,
+        )
         tried[kind] = part, _scores(so_far + part.logits(raw, option, len(group.names)), p_held, y_held)
     best_kind = min(tried, key=lambda kind: tried[kind][1]["nll"])
     part, with_tools = tried[best_kind]
     without = taught.report["held_out_taught"]
     kept = with_tools["nll"] <= without["nll"] * (1.0 - TOOL_MATCH_MIN_GAIN)
-    taught.report["tool_match"] = {"kept": kept, "option": part.option, "kind": best_kind, "features": list(part.feature_names),
-                                   "weight": list(part.weight), "bias": part.bias,
-                                   "held_out_listing_tools": round(sum(lists_tools(t) for t in texts) / max(len(texts), 1), 4),
-                                   "held_out_without_tool_match": without, "held_out_with_tool_match": with_tools,
-                                   "held_out_by_kind": {kind: scores for kind, (_, scores) in tried.items()}}
+    taught.report["tool_match"] = {
+        "kept": kept,
+        "option": part.option,
+        "kind": best_kind,
+        "features": list(part.feature_names),
+        "weight": list(part.weight),
+        "bias": part.bias,
+        "held_out_listing_tools": round(sum(lists_tools(t) for t in texts) / max(len(texts), 1), 4),
+        "held_out_without_tool_match": without,
+        "held_out_with_tool_match": with_tools,
+        "held_out_by_kind": {kind: scores for kind, (_, scores) in tried.items()},
+    }
     if not kept:
         return taught
     return replace(taught, tool_match=part, report={**taught.report, "held_out_taught": with_tools})
@@ -492,18 +590,36 @@ def refit_on_all(group: _Group, taught: TaughtQuestion, settings: TeachSettings 
     if lexical is not None:
         texts = list(group.texts)
         words = lexical.identifier_words
-        lexical = _stored_lexical(fit_lexical(texts, present, gold, taught.report["lexical"]["l2"],
-                                              build_vocabulary(texts, identifier_words=words), identifier_words=words))
+        lexical = _stored_lexical(
+            fit_lexical(
+                texts,
+                present,
+                gold,
+                taught.report["lexical"]["l2"],
+                build_vocabulary(texts, identifier_words=words),
+                identifier_words=words,
+            )
+        )
     neighbours = taught.neighbours
     if neighbours is not None:
-        neighbours = _neighbour_bank(neighbours.mean, neighbours.projection, features, gold, neighbours.k, neighbours.temperature)
+        neighbours = _neighbour_bank(
+            neighbours.mean, neighbours.projection, features, gold, neighbours.k, neighbours.temperature
+        )
     report = {**taught.report, "refit": {"records": len(rows)}}
-    return replace(taught, **parts, linear_weight=linear_weight, linear_bias=linear_bias, lexical=lexical,
-                   neighbours=neighbours, report=report)
+    return replace(
+        taught,
+        **parts,
+        linear_weight=linear_weight,
+        linear_bias=linear_bias,
+        lexical=lexical,
+        neighbours=neighbours,
+        report=report,
+    )
 
 
-def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] = LEXICAL_L2_GRID,
-                identifier_words: bool = False) -> TaughtQuestion:
+def add_lexical(
+    group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] = LEXICAL_L2_GRID, identifier_words: bool = False
+) -> TaughtQuestion:
     """``taught`` with a TF-IDF logistic regression on the state texts in its blend, if that lowers the
     held-out NLL by at least ``LEXICAL_MIN_GAIN`` (the blend is refitted with the fourth part);
     otherwise ``taught`` unchanged. The report's ``lexical`` says what was measured and decided.
@@ -532,22 +648,44 @@ def add_lexical(group: _Group, taught: TaughtQuestion, l2_grid: Sequence[float] 
     with_lexical = _scores(alpha * net + gamma * linear + beta * head_part + delta * lexical, p_held, y_held)
     without = taught.report["held_out_taught"]
     kept = with_lexical["nll"] <= without["nll"] * (1.0 - LEXICAL_MIN_GAIN)
-    taught.report["lexical"] = {"kept": kept, "terms": len(model.vocabulary), "l2": lexical_l2, "identifier_words": identifier_words,
-                                "held_out_lexical_alone": _scores(lexical, p_held, y_held),
-                                "held_out_with_lexical": with_lexical, "held_out_without_lexical": without}
+    taught.report["lexical"] = {
+        "kept": kept,
+        "terms": len(model.vocabulary),
+        "l2": lexical_l2,
+        "identifier_words": identifier_words,
+        "held_out_lexical_alone": _scores(lexical, p_held, y_held),
+        "held_out_with_lexical": with_lexical,
+        "held_out_without_lexical": without,
+    }
     if not kept:
         return taught
-    report = {**taught.report, "blend": {"network": round(alpha, 4), "linear": round(gamma, 4), "head": round(beta, 4),
-                                         "lexical": round(delta, 4)}, "held_out_taught": with_lexical}
+    report = {
+        **taught.report,
+        "blend": {
+            "network": round(alpha, 4),
+            "linear": round(gamma, 4),
+            "head": round(beta, 4),
+            "lexical": round(delta, 4),
+        },
+        "held_out_taught": with_lexical,
+    }
     return replace(taught, alpha=alpha, gamma=gamma, beta=beta, delta=delta, lexical=model, report=report)
 
 
 def _stored_lexical(model: LexicalModel) -> LexicalModel:
     """The lexical model as it reads back from ``taught.safetensors``."""
-    return LexicalModel(model.vocabulary, _as_stored(model.idf), _as_stored(model.weight), _as_stored(model.bias), model.identifier_words)
+    return LexicalModel(
+        model.vocabulary,
+        _as_stored(model.idf),
+        _as_stored(model.weight),
+        _as_stored(model.bias),
+        model.identifier_words,
+    )
 
 
-def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Sequence[float] = L2_GRID, spec: str = FEATURES) -> TaughtQuestion:
+def fit_group(
+    group: _Group, settings: TeachSettings | None = None, l2_grid: Sequence[float] = L2_GRID, spec: str = FEATURES
+) -> TaughtQuestion:
     """Fit one taught question on ``spec`` features: network and linear map on the fit records, the blend on the held-out ones."""
     settings = settings or TeachSettings()
     fit_rows, held_rows = _rows(group)
@@ -566,8 +704,18 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
             best = (nll, l2, weight, bias)
     assert best is not None
     _, l2, linear_weight, linear_bias = best
-    draft = TaughtQuestion(group.kind, group.instructions, list(group.names), **net_parts, linear_weight=linear_weight,
-                           linear_bias=linear_bias, alpha=1.0, beta=0.0, gamma=0.0, features=spec)
+    draft = TaughtQuestion(
+        group.kind,
+        group.instructions,
+        list(group.names),
+        **net_parts,
+        linear_weight=linear_weight,
+        linear_bias=linear_bias,
+        alpha=1.0,
+        beta=0.0,
+        gamma=0.0,
+        features=spec,
+    )
     with torch.no_grad():
         net, linear = draft.parts_logits(x_held)
     alpha, gamma, beta = fit_blend([net, linear, head_held], p_held, y_held, signed=(2,))
@@ -580,8 +728,19 @@ def fit_group(group: _Group, settings: TeachSettings | None = None, l2_grid: Seq
         "held_out_head": _scores(head_held, p_held, y_held),
         "held_out_taught": _scores(alpha * net + gamma * linear + beta * head_part, p_held, y_held),
     }
-    return TaughtQuestion(group.kind, group.instructions, list(group.names), **net_parts, linear_weight=linear_weight,
-                          linear_bias=linear_bias, alpha=alpha, beta=beta, gamma=gamma, report=report, features=spec)
+    return TaughtQuestion(
+        group.kind,
+        group.instructions,
+        list(group.names),
+        **net_parts,
+        linear_weight=linear_weight,
+        linear_bias=linear_bias,
+        alpha=alpha,
+        beta=beta,
+        gamma=gamma,
+        report=report,
+        features=spec,
+    )
 
 
 def teach(
@@ -658,8 +817,16 @@ def teach(
         if reason:
             reports[group.instructions] = {"skipped": reason, "records": len(group.gold)}
             continue
-        taught = fit_best(group, settings or TeachSettings(seed=seed), lexical=lexical, neighbours=neighbours, refit=refit,
-                           catch_all=catch_all, encoder=model.engine if tool_match else None, identifier_words=identifier_words)
+        taught = fit_best(
+            group,
+            settings or TeachSettings(seed=seed),
+            lexical=lexical,
+            neighbours=neighbours,
+            refit=refit,
+            catch_all=catch_all,
+            encoder=model.engine if tool_match else None,
+            identifier_words=identifier_words,
+        )
         wanted = {label: share for label, share in (priors or {}).items() if label in group.names}
         if wanted:
             taught = replace(taught, prior_offsets=prior_offsets(group.names, group.gold, wanted))
@@ -702,8 +869,12 @@ def _check_shares(priors: dict[str, float]) -> None:
 
 
 def _skip_reason(group: _Group, min_records: int) -> str | None:
-    count = QuestionCount(group.instructions, sum(not h for h in group.held_out), sum(group.held_out),
-                          {label: group.gold.count(label) for label in dict.fromkeys(group.gold)})
+    count = QuestionCount(
+        group.instructions,
+        sum(not h for h in group.held_out),
+        sum(group.held_out),
+        {label: group.gold.count(label) for label in dict.fromkeys(group.gold)},
+    )
     return count.skip_reason(min_records)
 
 
@@ -756,13 +927,16 @@ def count_questions(records: Sequence[dict[str, Any]], held_out: Sequence[bool])
         _, questions, gold = record_to_example(record)
         for question, index in zip(questions, gold):
             text, split, labels, options = found.setdefault(
-                taught_key(question), (wire.content_text(question.instructions), [0, 0], {}, {}))
+                taught_key(question), (wire.content_text(question.instructions), [0, 0], {}, {})
+            )
             split[int(held)] += 1
             names = wire.option_names(question)
             options.update(dict.fromkeys(names))
             labels[names[index]] = labels.get(names[index], 0) + 1
-    return {key: QuestionCount(text, split[0], split[1], labels, tuple(options))
-            for key, (text, split, labels, options) in found.items()}
+    return {
+        key: QuestionCount(text, split[0], split[1], labels, tuple(options))
+        for key, (text, split, labels, options) in found.items()
+    }
 
 
 def holdout_split(records: Sequence[dict[str, Any]], share: float = HOLDOUT_SHARE, seed: int = 0) -> list[bool]:
@@ -812,8 +986,13 @@ def nothing_to_teach(counts: dict[str, QuestionCount], min_records: int, given_h
         + ", ".join(f"{label} {n}" for label, n in count.labels.items())
         for count in counts.values()
     )
-    split = ("held-out records come from --valid-records" if given_held_out else
-             f"with {HOLDOUT_SHARE:.0%} held out that is at least {records_needed(min_records)} labelled records per question")
-    return (f"nothing to teach: no question has enough labelled records. Each question needs at least {min_records} "
-            f"records to fit and {held_out_needed(min_records)} held out ({split}), with at least two different labels. "
-            f"Found: {found}. Add labelled records, or lower --min-records (now {min_records})")
+    split = (
+        "held-out records come from --valid-records"
+        if given_held_out
+        else f"with {HOLDOUT_SHARE:.0%} held out that is at least {records_needed(min_records)} labelled records per question"
+    )
+    return (
+        f"nothing to teach: no question has enough labelled records. Each question needs at least {min_records} "
+        f"records to fit and {held_out_needed(min_records)} held out ({split}), with at least two different labels. "
+        f"Found: {found}. Add labelled records, or lower --min-records (now {min_records})"
+    )

@@ -75,7 +75,11 @@ class TrainSettings:
 
 
 def question_losses(
-    engine: DecisionEngine, logits: torch.Tensor, batch: EncodedBatch, examples: Sequence[Example], settings: TrainSettings
+    engine: DecisionEngine,
+    logits: torch.Tensor,
+    batch: EncodedBatch,
+    examples: Sequence[Example],
+    settings: TrainSettings,
 ) -> torch.Tensor:
     """Mean over all questions of label-smoothed CE + Brier (+ ordinal spread for scores)."""
     terms = []
@@ -113,7 +117,10 @@ class RecordSampler:
         weights = [settings.dataset_weights.get(name, 1.0) * size for name, size in zip(self.datasets, sizes)]
         total = sum(weights)
         self.probabilities = [w / total for w in weights]
-        self.cumulative = [_cumulative_label_weights(name, pool, settings.label_weights) for name, pool in zip(self.datasets, self.pools)]
+        self.cumulative = [
+            _cumulative_label_weights(name, pool, settings.label_weights)
+            for name, pool in zip(self.datasets, self.pools)
+        ]
         self._augment = _augmenter(settings)
 
     def texts(self) -> list[str]:
@@ -134,7 +141,9 @@ class RecordSampler:
         return examples
 
 
-def _cumulative_label_weights(dataset: str, pool: list[dict[str, Any]], label_weights: dict[str, float]) -> list[float] | None:
+def _cumulative_label_weights(
+    dataset: str, pool: list[dict[str, Any]], label_weights: dict[str, float]
+) -> list[float] | None:
     """Cumulative draw weights for a pool when some of its labels are boosted, else None."""
     boosts = {key.split(":", 1)[1]: w for key, w in label_weights.items() if key.split(":", 1)[0] == dataset}
     if not boosts:
@@ -187,7 +196,9 @@ def train(
     engine = model.engine
     if len(engine.taught):
         # taught weights are fitted to this adapter and head: training makes them stale
-        print(f"dropping {len(engine.taught)} taught question(s): they no longer fit once the model trains; teach again after")
+        print(
+            f"dropping {len(engine.taught)} taught question(s): they no longer fit once the model trains; teach again after"
+        )
         engine.taught = TaughtQuestions()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +208,9 @@ def train(
     if settings.stage == "adapter":
         probes = adapter_stage.Probes(adapter_stage.probe_questions(train_records), engine).to(engine.device)
         train_records = adapter_stage.probed_records(train_records, probes)
-        settings = replace(settings, augment=False)  # probes are keyed by the exact question; augmentation would rename it
+        settings = replace(
+            settings, augment=False
+        )  # probes are keyed by the exact question; augmentation would rename it
         params = params + list(probes.parameters())
     lora_ids = {id(p) for n, p in engine.network.named_parameters() if "lora_" in n}
     optimizer = torch.optim.AdamW(
@@ -224,7 +237,9 @@ def train(
     log_path = run_dir / "train_log.jsonl"
     losses: list[float] = []
     began = time.time()
-    bar = tqdm(total=settings.steps, initial=start_step, disable=not progress, desc="train", unit="step", dynamic_ncols=True)
+    bar = tqdm(
+        total=settings.steps, initial=start_step, disable=not progress, desc="train", unit="step", dynamic_ncols=True
+    )
     engine.train_mode(True)
     if settings.stage in ("head", "match"):
         engine.network.eval()  # cached states were computed without dropout; keep the backbone as it was
@@ -247,15 +262,26 @@ def train(
             bar.update(1)
             if (step + 1) % settings.log_every == 0:
                 with log_path.open("a") as handle:
-                    handle.write(json.dumps({"step": step + 1, "loss": sum(losses[-settings.log_every:]) / settings.log_every,
-                                             "examples_per_s": rate, "elapsed_s": time.time() - began}) + "\n")
+                    handle.write(
+                        json.dumps(
+                            {
+                                "step": step + 1,
+                                "loss": sum(losses[-settings.log_every :]) / settings.log_every,
+                                "examples_per_s": rate,
+                                "elapsed_s": time.time() - began,
+                            }
+                        )
+                        + "\n"
+                    )
             if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
                 engine.config.max_state_tokens = saved_window
                 _save_state(engine, optimizer, scheduler, step + 1, run_dir, earlier_s + time.time() - began, probes)
                 if settings.max_train_state_tokens:
                     engine.config.max_state_tokens = min(saved_window, settings.max_train_state_tokens)
         if cache is not None and settings.state_cache:
-            cache.save(settings.state_cache)  # keeps the schema embeddings this run computed (training window still set)
+            cache.save(
+                settings.state_cache
+            )  # keeps the schema embeddings this run computed (training window still set)
     finally:
         bar.close()
         engine.config.max_state_tokens = saved_window
@@ -304,7 +330,9 @@ def _stage_parameters(engine: DecisionEngine, stage: str) -> list[torch.nn.Param
     return head
 
 
-def _accumulate(engine: DecisionEngine, examples: list[Example], settings: TrainSettings, cache: StateCache | None = None) -> torch.Tensor:
+def _accumulate(
+    engine: DecisionEngine, examples: list[Example], settings: TrainSettings, cache: StateCache | None = None
+) -> torch.Tensor:
     """Forward/backward in length-sorted micro-batches (less padding), gradients summed so the
     step equals one pass over the whole batch; returns the batch loss (detached)."""
     ordered = sorted(examples, key=lambda ex: len(ex[0]))
@@ -325,12 +353,18 @@ def _accumulate(engine: DecisionEngine, examples: list[Example], settings: Train
     return total
 
 
-def _cached_logits(engine: DecisionEngine, cache: StateCache, batch: EncodedBatch, texts: list[str], stage: str) -> torch.Tensor:
+def _cached_logits(
+    engine: DecisionEngine, cache: StateCache, batch: EncodedBatch, texts: list[str], stage: str
+) -> torch.Tensor:
     if stage == "match":
         pooled = cache.pooled(texts).to(engine.device)
         dev = engine.device
         return engine.head.pooled_logits(
-            pooled, batch.option_vec.to(dev), batch.question_vec.to(dev), batch.option_type.to(dev), batch.option_question.to(dev)
+            pooled,
+            batch.option_vec.to(dev),
+            batch.question_vec.to(dev),
+            batch.option_type.to(dev),
+            batch.option_question.to(dev),
         )
     hidden, mask = cache.padded(texts)
     return engine.head_logits(hidden, mask, batch)
@@ -378,11 +412,17 @@ class StateCache:
         texts = list(self.states)
         schema = self.engine.encoder.cached_vectors()
         tmp = Path(f"{path}.tmp")
-        torch.save({
-            "fingerprint": self.fingerprint(), "texts": texts, "states": [self.states[t] for t in texts],
-            "schema_backbone": self.engine.config.backbone, "schema_texts": list(schema),
-            "schema_vectors": list(schema.values()),
-        }, tmp)
+        torch.save(
+            {
+                "fingerprint": self.fingerprint(),
+                "texts": texts,
+                "states": [self.states[t] for t in texts],
+                "schema_backbone": self.engine.config.backbone,
+                "schema_texts": list(schema),
+                "schema_vectors": list(schema.values()),
+            },
+            tmp,
+        )
         tmp.replace(path)
 
     def load(self, path: str | Path) -> int:
@@ -416,10 +456,22 @@ class StateCache:
         return torch.stack([self.states[t].float().mean(0) for t in texts])
 
 
-def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, step: int, run_dir: Path, elapsed_s: float,
-                probes: torch.nn.Module | None = None) -> None:
+def _save_state(
+    engine: DecisionEngine,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    step: int,
+    run_dir: Path,
+    elapsed_s: float,
+    probes: torch.nn.Module | None = None,
+) -> None:
     engine.save(run_dir / "last")
-    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step, "elapsed_s": elapsed_s}
+    state = {
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "step": step,
+        "elapsed_s": elapsed_s,
+    }
     if probes is not None:
         state["probes"] = probes.state_dict()
     tmp = run_dir / "train_state.pt.tmp"
@@ -427,8 +479,13 @@ def _save_state(engine: DecisionEngine, optimizer: torch.optim.Optimizer, schedu
     tmp.replace(run_dir / "train_state.pt")
 
 
-def _maybe_resume(engine: DecisionEngine, optimizer: torch.optim.Optimizer, scheduler: Any, run_dir: Path,
-                  probes: torch.nn.Module | None = None) -> tuple[int, float]:
+def _maybe_resume(
+    engine: DecisionEngine,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    run_dir: Path,
+    probes: torch.nn.Module | None = None,
+) -> tuple[int, float]:
     """Load the last saved state of a run; returns its step and the training time spent so far."""
     state_file = run_dir / "train_state.pt"
     if not state_file.exists() or not (run_dir / "last" / "config.json").exists():

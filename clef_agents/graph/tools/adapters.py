@@ -113,10 +113,16 @@ def _noted(result: Any, decision: ReviewDecision) -> Any:
 def gated_tool(gate: Gate, tool: BaseTool) -> BaseTool:
     """A copy of ``tool`` (same name, description, arguments and metadata) that asks ``gate`` first;
     inside a ``ToolNode`` it reads the graph state (``InjectedState``)."""
-    schema = tool.args_schema if isinstance(tool.args_schema, type) and issubclass(tool.args_schema, BaseModel) else None
+    schema = (
+        tool.args_schema if isinstance(tool.args_schema, type) and issubclass(tool.args_schema, BaseModel) else None
+    )
     if schema is None:
-        raise TypeError(f"wrap_tools needs tools with a pydantic args_schema; {tool.name!r} has {type(tool.args_schema).__name__}")
-    gated_schema = create_model(f"{schema.__name__}Gated", __base__=schema, clef_gate_state=(Annotated[Any, InjectedState], None))
+        raise TypeError(
+            f"wrap_tools needs tools with a pydantic args_schema; {tool.name!r} has {type(tool.args_schema).__name__}"
+        )
+    gated_schema = create_model(
+        f"{schema.__name__}Gated", __base__=schema, clef_gate_state=(Annotated[Any, InjectedState], None)
+    )
 
     def run(clef_gate_state: Any = None, **kwargs: Any) -> Any:
         state = clef_gate_state or {}
@@ -125,7 +131,9 @@ def gated_tool(gate: Gate, tool: BaseTool) -> BaseTool:
             return settled.content
         return tool.invoke(settled.args if settled.type == "edit" and settled.args is not None else kwargs)
 
-    return StructuredTool.from_function(func=run, name=tool.name, description=tool.description, args_schema=gated_schema, metadata=tool.metadata)
+    return StructuredTool.from_function(
+        func=run, name=tool.name, description=tool.description, args_schema=gated_schema, metadata=tool.metadata
+    )
 
 
 def _matching_call(state: Any, tool: BaseTool, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,7 +141,7 @@ def _matching_call(state: Any, tool: BaseTool, args: Mapping[str, Any]) -> dict[
     its arguments as proposed), else an id-less call."""
     last = last_ai_message(state)
     wanted = _validated(tool, args)
-    for candidate in (last.tool_calls if last is not None else []):
+    for candidate in last.tool_calls if last is not None else []:
         if candidate.get("name") == tool.name and _validated(tool, candidate.get("args", {})) == wanted:
             return dict(candidate)
     return {"name": tool.name, "args": dict(args), "id": None}

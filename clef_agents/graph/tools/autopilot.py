@@ -36,14 +36,18 @@ def gate_autopilot(spec: Any, on_hold: str) -> Any:
     if spec is None:
         return None
     if on_hold != "interrupt":
-        raise ValueError(f"autopilot= needs on_hold='interrupt', got on_hold={on_hold!r}: its teacher is the person "
-                         "who reviews held calls, and with on_hold='block' no call is ever reviewed")
+        raise ValueError(
+            f"autopilot= needs on_hold='interrupt', got on_hold={on_hold!r}: its teacher is the person "
+            "who reviews held calls, and with on_hold='block' no call is ever reviewed"
+        )
     if isinstance(spec, (str, Path)):
         from clef_agents.autopilot import Autopilot  # noqa: PLC0415  (keeps numpy and scikit-learn off other graphs)
 
         return Autopilot(spec, target=TOOL_GATE_TARGET)
     if not callable(getattr(spec, "decide", None)) or not callable(getattr(spec, "record_label", None)):
-        raise TypeError(f"autopilot must be a clef_agents.autopilot.Autopilot or a store path, got {type(spec).__name__}")
+        raise TypeError(
+            f"autopilot must be a clef_agents.autopilot.Autopilot or a store path, got {type(spec).__name__}"
+        )
     return spec
 
 

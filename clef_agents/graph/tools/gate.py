@@ -144,7 +144,13 @@ class ToolGate:
         or None when it says nothing. An unknown value blocks."""
         return self.policy.metadata_verdict(tool)
 
-    def judge(self, tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, thread_id: str | None = None) -> GateVerdict:
+    def judge(
+        self,
+        tool_call: Mapping[str, Any],
+        messages: Sequence[Any],
+        tool: BaseTool | None = None,
+        thread_id: str | None = None,
+    ) -> GateVerdict:
         """Judge one proposed call now (the model is asked unless the tool's metadata decides).
 
         Never raises for a model problem: a model that raises, hangs past ``timeout_s``, is
@@ -161,7 +167,13 @@ class ToolGate:
         self.warn_if_untaught(judged.response)
         return self._record(tool_call, state, judged.response, self._with_autopilot(state, judged.verdict), thread_id)
 
-    async def ajudge(self, tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, thread_id: str | None = None) -> GateVerdict:
+    async def ajudge(
+        self,
+        tool_call: Mapping[str, Any],
+        messages: Sequence[Any],
+        tool: BaseTool | None = None,
+        thread_id: str | None = None,
+    ) -> GateVerdict:
         """Async ``judge`` (the timeout is ``asyncio.wait_for``; cancelling the caller still cancels)."""
         tool = self._tool(tool_call, tool)
         decided = self.metadata_verdict(tool)
@@ -199,7 +211,14 @@ class ToolGate:
         """
         return self.model_judge.warn_if_untaught(response, stacklevel=4)  # points at the caller of judge / ajudge
 
-    def _record(self, tool_call: Mapping[str, Any], state: str | None, response: Any, verdict: GateVerdict, thread_id: str | None) -> GateVerdict:
+    def _record(
+        self,
+        tool_call: Mapping[str, Any],
+        state: str | None,
+        response: Any,
+        verdict: GateVerdict,
+        thread_id: str | None,
+    ) -> GateVerdict:
         return self.records.verdict(tool_call, state, response, verdict, thread_id)
 
     # ------------------------------------------------------------------ verdicts in graph state
@@ -220,14 +239,19 @@ class ToolGate:
         """Judge the last AI message's calls that have no verdict yet; return the state update."""
         by_name = {t.name: t for t in tools}
         messages, thread_id = messages_of(state), run_thread_id()
-        judged = [(c, self.judge(c, messages, by_name.get(c.get("name")), thread_id)) for c in self.pending_calls(state)]
+        judged = [
+            (c, self.judge(c, messages, by_name.get(c.get("name")), thread_id)) for c in self.pending_calls(state)
+        ]
         return self.ledger.with_verdicts(state, judged)
 
     async def ajudge_pending(self, state: Any, tools: Sequence[BaseTool] = ()) -> dict[str, Any]:
         """Async ``judge_pending`` (the calls are judged one after another)."""
         by_name = {t.name: t for t in tools}
         messages, thread_id = messages_of(state), run_thread_id()
-        judged = [(c, await self.ajudge(c, messages, by_name.get(c.get("name")), thread_id)) for c in self.pending_calls(state)]
+        judged = [
+            (c, await self.ajudge(c, messages, by_name.get(c.get("name")), thread_id))
+            for c in self.pending_calls(state)
+        ]
         return self.ledger.with_verdicts(state, judged)
 
     def node(self, tools: Sequence[BaseTool] = ()) -> RunnableLambda:
@@ -266,28 +290,42 @@ class ToolGate:
 
     # ------------------------------------------------------------------ the verdict a tool step acts on
 
-    def _settled(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None) -> tuple[GateVerdict | None, bool]:
+    def _settled(
+        self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None
+    ) -> tuple[GateVerdict | None, bool]:
         """(verdict, still to record) from the tool's metadata or graph state; (None, False) when
         the call must be judged now. The tool's metadata wins over a verdict the model gave."""
-        return self.policy.settled(self.metadata_verdict(self._tool(tool_call, tool)), self.stored_verdict(state, tool_call))
+        return self.policy.settled(
+            self.metadata_verdict(self._tool(tool_call, tool)), self.stored_verdict(state, tool_call)
+        )
 
     def verdict_at_tool(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None) -> GateVerdict:
         """The verdict a tool step acts on: the tool's metadata, else the stored verdict, else a
         judgement made now (a *hold* made now blocks: it could not survive a resume)."""
         verdict, record = self._settled(state, tool_call, tool)
         if verdict is None:
-            return self.policy.judged_at_tool(self.judge(tool_call, messages_of(state), self._tool(tool_call, tool), run_thread_id()))
+            return self.policy.judged_at_tool(
+                self.judge(tool_call, messages_of(state), self._tool(tool_call, tool), run_thread_id())
+            )
         return self._record(tool_call, None, None, verdict, run_thread_id()) if record else verdict
 
-    async def averdict_at_tool(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None) -> GateVerdict:
+    async def averdict_at_tool(
+        self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None
+    ) -> GateVerdict:
         """Async ``verdict_at_tool`` (trace writes run in a thread)."""
         verdict, record = self._settled(state, tool_call, tool)
         if verdict is None:
             judged = await self.ajudge(tool_call, messages_of(state), self._tool(tool_call, tool), run_thread_id())
             return self.policy.judged_at_tool(judged)
-        return await asyncio.to_thread(self._record, tool_call, None, None, verdict, run_thread_id()) if record else verdict
+        return (
+            await asyncio.to_thread(self._record, tool_call, None, None, verdict, run_thread_id())
+            if record
+            else verdict
+        )
 
-    def settle_call(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None) -> ToolMessage | ReviewDecision:
+    def settle_call(
+        self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None
+    ) -> ToolMessage | ReviewDecision:
         """What the tool step does with a call: the refusal the model gets instead of its output, or
         the decision to run it (``ALLOWED``, a reviewer's approval, or an edit). A held call is
         reviewed unless graph state keeps a review of it.
@@ -303,7 +341,9 @@ class ToolGate:
         decision = self.stored_review(state, tool_call) or self.review(tool_call, verdict, tool)
         return self.rejection(tool_call, decision) if decision.type == "reject" else decision
 
-    async def asettle_call(self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None) -> ToolMessage | ReviewDecision:
+    async def asettle_call(
+        self, state: Any, tool_call: Mapping[str, Any], tool: BaseTool | None = None
+    ) -> ToolMessage | ReviewDecision:
         """Async ``settle_call`` (trace writes run in a thread)."""
         verdict = await self.averdict_at_tool(state, tool_call, tool)
         if verdict.action != "hold":
@@ -318,18 +358,24 @@ class ToolGate:
 
     # ------------------------------------------------------------------ reviews
 
-    def review_request(self, tool_call: Mapping[str, Any], verdict: GateVerdict, error: str | None = None) -> dict[str, Any]:
+    def review_request(
+        self, tool_call: Mapping[str, Any], verdict: GateVerdict, error: str | None = None
+    ) -> dict[str, Any]:
         """The ``interrupt()`` payload: a ``HumanInTheLoopMiddleware`` ``HITLRequest`` for this one
         call (``action_requests`` / ``review_configs``) plus the gate's own keys."""
         return review_request(self.name, tool_call, verdict, error)
 
-    def review(self, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None = None) -> ReviewDecision:
+    def review(
+        self, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None = None
+    ) -> ReviewDecision:
         """Ask a person through ``interrupt()`` and record the decision in the trace store."""
         decision = self.ask(tool_call, verdict, tool)
         self.record_review(verdict, decision)
         return decision
 
-    async def areview(self, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None = None) -> ReviewDecision:
+    async def areview(
+        self, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None = None
+    ) -> ReviewDecision:
         """Async ``review`` (the trace write runs in a thread)."""
         decision = self.ask(tool_call, verdict, tool)
         await asyncio.to_thread(self.record_review, verdict, decision)

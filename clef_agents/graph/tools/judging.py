@@ -94,10 +94,17 @@ class ModelJudge:
         timeout_s: seconds to wait for the model before blocking (``None``: no limit).
     """
 
-    def __init__(self, model: BaseDecisionModel, question: Noul = DEFAULT_GATE_QUESTION, timeout_s: float | None = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        model: BaseDecisionModel,
+        question: Noul = DEFAULT_GATE_QUESTION,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    ):
         if not isinstance(model, BaseDecisionModel):
             raise TypeError(f"model must be a langchain_core BaseDecisionModel, got {type(model).__name__}")
-        if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0 and math.isfinite(timeout_s)):
+        if timeout_s is not None and not (
+            isinstance(timeout_s, (int, float)) and timeout_s > 0 and math.isfinite(timeout_s)
+        ):
             raise ValueError(f"timeout_s must be a positive number of seconds or None, got {timeout_s!r}")
         self.model = model
         self.questions = wire.validate_questions({QUESTION_ID: question})
@@ -108,7 +115,9 @@ class ModelJudge:
         """Ask the model about ``state``; ``verdict_for`` turns p(needs approval) into a verdict. Never raises for a model problem (a model that raises,
         hangs past ``timeout_s``, is cancelled or gives no valid probability blocks)."""
         try:
-            response = call_with_timeout(lambda: self.model.invoke({"state": state, "questions": self.questions}), self.timeout_s)
+            response = call_with_timeout(
+                lambda: self.model.invoke({"state": state, "questions": self.questions}), self.timeout_s
+            )
             return Judgement(response, verdict_for(gate_probability(response)))
         except (Exception, asyncio.CancelledError) as exc:  # noqa: BLE001 - fail closed: a call that cannot be judged does not run
             return Judgement(None, failed_verdict(exc))
@@ -116,7 +125,9 @@ class ModelJudge:
     async def ajudge(self, state: str, verdict_for: Callable[[float], GateVerdict]) -> Judgement:
         """Async ``judge`` (the timeout is ``asyncio.wait_for``; cancelling the caller still cancels)."""
         try:
-            response = await asyncio.wait_for(self.model.ainvoke({"state": state, "questions": self.questions}), self.timeout_s)
+            response = await asyncio.wait_for(
+                self.model.ainvoke({"state": state, "questions": self.questions}), self.timeout_s
+            )
             return Judgement(response, verdict_for(gate_probability(response)))
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()

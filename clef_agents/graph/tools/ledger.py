@@ -125,7 +125,9 @@ class VerdictLedger:
 
     def entry(self, state: Any) -> ToolGateEntry:
         """This gate's ``ToolGateEntry`` in a graph state (empty when it has judged nothing yet)."""
-        decisions = (state.get(DECISIONS_KEY) if isinstance(state, Mapping) else getattr(state, DECISIONS_KEY, None)) or {}
+        decisions = (
+            state.get(DECISIONS_KEY) if isinstance(state, Mapping) else getattr(state, DECISIONS_KEY, None)
+        ) or {}
         found = decisions.get(self.name)
         if not found:
             return {"gate": self.name, "kind": "tool_gate", "calls": {}}
@@ -147,7 +149,9 @@ class VerdictLedger:
         review = item.get("review")
         if not review:
             return None
-        return ReviewDecision(review["type"], review.get("args"), review.get("message"), name=str(tool_call.get("name")))
+        return ReviewDecision(
+            review["type"], review.get("args"), review.get("message"), name=str(tool_call.get("name"))
+        )
 
     def unjudged(self, state: Any, guards: Callable[[str | None], bool]) -> list[Mapping[str, Any]]:
         """Calls of the last AI message that ``guards`` and that have no stored verdict yet."""
@@ -185,5 +189,6 @@ class VerdictLedger:
 
 
 def _verdict(item: Mapping[str, Any]) -> GateVerdict:
-    return GateVerdict(item["action"], item["probability"], item["reason"], item["trace_id"], item["judge"],
-                       item.get("autopilot_item"))
+    return GateVerdict(
+        item["action"], item["probability"], item["reason"], item["trace_id"], item["judge"], item.get("autopilot_item")
+    )

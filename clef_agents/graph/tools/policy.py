@@ -90,16 +90,22 @@ def gate_probability(response: Any) -> float:
     """
     answers = getattr(response, "answers", None)
     if not isinstance(answers, Mapping):
-        raise GateAnswerError(f"the response has no answers mapping (got {type(response).__name__}); expected a ClassifierResponse")
+        raise GateAnswerError(
+            f"the response has no answers mapping (got {type(response).__name__}); expected a ClassifierResponse"
+        )
     answer = answers.get(QUESTION_ID)
     if answer is None:
-        raise GateAnswerError(f"the response has no answer to {QUESTION_ID!r} (answers: {', '.join(map(str, answers)) or 'none'})")
+        raise GateAnswerError(
+            f"the response has no answer to {QUESTION_ID!r} (answers: {', '.join(map(str, answers)) or 'none'})"
+        )
     kind = getattr(answer, "type", None)
     if kind != "noul":
         raise GateAnswerError(f"the answer to {QUESTION_ID!r} is of type {kind!r}; expected 'noul'")
     value = getattr(answer, "noul", None)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise GateAnswerError(f"p(needs approval) is {type(value).__name__} {value!r}; expected a finite probability in [0, 1]")
+        raise GateAnswerError(
+            f"p(needs approval) is {type(value).__name__} {value!r}; expected a finite probability in [0, 1]"
+        )
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
         raise GateAnswerError(f"p(needs approval) is {value!r}; expected a finite probability in [0, 1]")
     return float(value)
@@ -113,7 +119,10 @@ def failed_verdict(exc: BaseException) -> GateVerdict:
         'fail_closed'
     """
     return GateVerdict(
-        "block", None, f"the decision model failed ({type(exc).__name__}: {exc}), so the call was not judged", judge="fail_closed"
+        "block",
+        None,
+        f"the decision model failed ({type(exc).__name__}: {exc}), so the call was not judged",
+        judge="fail_closed",
     )
 
 
@@ -164,12 +173,21 @@ class GatePolicy:
         if value is None:
             return None
         if value == "never":
-            return GateVerdict("allow", None, f"tool metadata {APPROVAL_METADATA}='never': runs without approval", judge="metadata")
+            return GateVerdict(
+                "allow", None, f"tool metadata {APPROVAL_METADATA}='never': runs without approval", judge="metadata"
+            )
         if value == "always":
-            return GateVerdict(self.held, None, f"tool metadata {APPROVAL_METADATA}='always': a person approves every call", judge="metadata")
+            return GateVerdict(
+                self.held,
+                None,
+                f"tool metadata {APPROVAL_METADATA}='always': a person approves every call",
+                judge="metadata",
+            )
         return GateVerdict(
-            "block", None,
-            f"tool metadata {APPROVAL_METADATA}={value!r} is not one of {', '.join(APPROVAL_METADATA_VALUES)}", judge="fail_closed",
+            "block",
+            None,
+            f"tool metadata {APPROVAL_METADATA}={value!r} is not one of {', '.join(APPROVAL_METADATA_VALUES)}",
+            judge="fail_closed",
         )
 
     @staticmethod
@@ -188,7 +206,10 @@ class GatePolicy:
         if judged.action != "hold":
             return judged
         return GateVerdict(
-            "block", judged.probability,
+            "block",
+            judged.probability,
             f"{judged.reason}, but a held call needs its verdict in graph state to survive a resume: run "
-            f"gate.node(tools) before the tools (or use gate.middleware())", judged.trace_id, "fail_closed",
+            f"gate.node(tools) before the tools (or use gate.middleware())",
+            judged.trace_id,
+            "fail_closed",
         )

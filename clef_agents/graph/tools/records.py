@@ -9,8 +9,8 @@ Example:
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from clef_agents import wire
@@ -36,8 +36,14 @@ class GateRecords:
         self.gate = gate
         self.questions = questions
 
-    def verdict(self, tool_call: Mapping[str, Any], state: str | None, response: Any, verdict: GateVerdict,
-                thread_id: str | None) -> GateVerdict:
+    def verdict(
+        self,
+        tool_call: Mapping[str, Any],
+        state: str | None,
+        response: Any,
+        verdict: GateVerdict,
+        thread_id: str | None,
+    ) -> GateVerdict:
         """Record a verdict (with the state the model read and its response, where it was asked);
         returns the verdict with its ``trace_id`` (unchanged without a store)."""
         if self.store is None:
@@ -50,8 +56,15 @@ class GateRecords:
             state=state if state is not None else call_text(tool_call),
             questions=self.questions,
             response=response_to_state(response) if response is not None else {"model": None, "answers": {}},
-            route={QUESTION_ID: {"lane": verdict.lane, "action": verdict.action, "probability": verdict.probability,
-                                 "reason": verdict.reason, "judge": verdict.judge}},
+            route={
+                QUESTION_ID: {
+                    "lane": verdict.lane,
+                    "action": verdict.action,
+                    "probability": verdict.probability,
+                    "reason": verdict.reason,
+                    "judge": verdict.judge,
+                }
+            },
             thread_id=thread_id,
             outcomes=_auto_outcome(verdict),
         )
@@ -69,5 +82,10 @@ def _auto_outcome(verdict: GateVerdict) -> dict[str, Any] | None:
     """The outcome an automatic verdict settles at once (label: blocked); None for a hold, which a person settles."""
     if verdict.lane != "auto":
         return None
-    return {QUESTION_ID: {"label": verdict.action == "block", "source": "auto",
-                          "detail": {"action": verdict.action, "judge": verdict.judge}}}
+    return {
+        QUESTION_ID: {
+            "label": verdict.action == "block",
+            "source": "auto",
+            "detail": {"action": verdict.action, "judge": verdict.judge},
+        }
+    }

@@ -70,7 +70,9 @@ def render_gate_state(turns: Sequence[GateTurn], proposed: str | None, descripti
     return "\n".join([*head, *([""] if head else []), *record])
 
 
-def call_state(tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, history: int = 12) -> str:
+def call_state(
+    tool_call: Mapping[str, Any], messages: Sequence[Any], tool: BaseTool | None = None, history: int = 12
+) -> str:
     """What the gate's model judges (``render_gate_state``): the proposed call and its tool's
     description, then the last ``history`` messages as an interaction record. The message that
     proposes ``tool_call`` adds only its text; arguments and tool output are data.
@@ -88,7 +90,9 @@ def call_state(tool_call: Mapping[str, Any], messages: Sequence[Any], tool: Base
     recent = [m for m in messages if isinstance(m, BaseMessage)][-history:]
     turns = [turn for message in recent for turn in message_turns(message, tool_call.get("id"))]
     description = tool.description if tool is not None and tool.description else None
-    return render_gate_state(turns, call_text(tool_call), None if description is None else clip(description, PROPOSED_CHARS))
+    return render_gate_state(
+        turns, call_text(tool_call), None if description is None else clip(description, PROPOSED_CHARS)
+    )
 
 
 def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any]], messages: Any) -> str:
@@ -112,7 +116,9 @@ def tools_state(tools: Sequence[BaseTool | Mapping[str, Any] | Callable[..., Any
     if not tools:
         raise ValueError("tools_state needs at least one tool (a BaseTool, a function or a JSON schema dict), got none")
     lines = [json.dumps(convert_to_openai_tool(tool)["function"], ensure_ascii=False) for tool in tools]
-    return "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + wire.state_text(messages, roles=OPENAI_ROLES)
+    return (
+        "Available tools:\n" + "\n".join(lines) + "\n\nConversation:\n" + wire.state_text(messages, roles=OPENAI_ROLES)
+    )
 
 
 def message_turns(message: BaseMessage, proposed_id: Any) -> list[GateTurn]:

@@ -67,7 +67,11 @@ def parse_decision(value: Any) -> ReviewDecision:
         return ReviewDecision("approve" if value.strip().lower() in _YES else "reject")
     if isinstance(value, Mapping) and isinstance(value.get("approved"), bool):
         reason = value.get("reason")
-        return ReviewDecision("approve", None, None) if value["approved"] else ReviewDecision("reject", None, None if reason is None else str(reason))
+        return (
+            ReviewDecision("approve", None, None)
+            if value["approved"]
+            else ReviewDecision("reject", None, None if reason is None else str(reason))
+        )
     if isinstance(value, Mapping) and value.get("type") in DECISIONS:
         return _typed_decision(value)
     raise ReviewInputError(f"got {type(value).__name__} {str(value)[:80]!r}", APPROVAL_EXPECTED)
@@ -93,7 +97,9 @@ def _typed_decision(value: Mapping[str, Any]) -> ReviewDecision:
     edited = value.get("edited_action")
     if not isinstance(edited, Mapping) or not isinstance(edited.get("args"), Mapping):
         raise ReviewInputError(f"an edit without edited_action.args (got {str(edited)[:80]!r})", APPROVAL_EXPECTED)
-    return ReviewDecision("edit", dict(edited["args"]), name=None if edited.get("name") is None else str(edited["name"]))
+    return ReviewDecision(
+        "edit", dict(edited["args"]), name=None if edited.get("name") is None else str(edited["name"])
+    )
 
 
 def edited_args(tool: BaseTool | None, tool_name: str, decision: ReviewDecision) -> dict[str, Any]:
@@ -112,7 +118,10 @@ def edited_args(tool: BaseTool | None, tool_name: str, decision: ReviewDecision)
     """
     args = decision.args or {}
     if decision.name is not None and decision.name != tool_name:
-        raise ReviewInputError(f"an edit that names tool {decision.name!r}", f"edits of `{tool_name}` only (edited_action.name {tool_name!r})")
+        raise ReviewInputError(
+            f"an edit that names tool {decision.name!r}",
+            f"edits of `{tool_name}` only (edited_action.name {tool_name!r})",
+        )
     schema = None if tool is None else tool.tool_call_schema
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         try:
@@ -124,7 +133,9 @@ def edited_args(tool: BaseTool | None, tool_name: str, decision: ReviewDecision)
     return args
 
 
-def review_request(gate: str, tool_call: Mapping[str, Any], verdict: GateVerdict, error: str | None = None) -> dict[str, Any]:
+def review_request(
+    gate: str, tool_call: Mapping[str, Any], verdict: GateVerdict, error: str | None = None
+) -> dict[str, Any]:
     """The ``interrupt()`` payload of gate ``gate``: a ``HumanInTheLoopMiddleware`` ``HITLRequest`` for
     this one call (``action_requests`` / ``review_configs``) plus the gate's own keys.
 
@@ -152,7 +163,9 @@ def review_request(gate: str, tool_call: Mapping[str, Any], verdict: GateVerdict
     return payload
 
 
-def ask_reviewer(gate: str, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None) -> ReviewDecision:
+def ask_reviewer(
+    gate: str, tool_call: Mapping[str, Any], verdict: GateVerdict, tool: BaseTool | None
+) -> ReviewDecision:
     """Ask a person through ``interrupt()`` until the answer is a valid decision (an edit's
     arguments must fit ``tool``'s schema); a wrong answer asks again with ``error`` set."""
     error: str | None = None
@@ -160,7 +173,9 @@ def ask_reviewer(gate: str, tool_call: Mapping[str, Any], verdict: GateVerdict, 
         try:
             decision = parse_decision(interrupt(review_request(gate, tool_call, verdict, error)))
             if decision.type == "edit":
-                decision = ReviewDecision("edit", edited_args(tool, str(tool_call.get("name")), decision), name=decision.name)
+                decision = ReviewDecision(
+                    "edit", edited_args(tool, str(tool_call.get("name")), decision), name=decision.name
+                )
             return decision
         except ReviewInputError as exc:
             error = str(exc)

@@ -39,7 +39,9 @@ def inject_noul_adapter(model: Any, rank: int = 8, alpha: int = 16, dropout: flo
     """Add a fresh (untrained) yes/no adapter to ``model`` on every attention and MLP projection."""
     from peft import LoraConfig, inject_adapter_in_model
 
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=NOUL_ADAPTER_TARGETS)
+    config = LoraConfig(
+        r=rank, lora_alpha=alpha, lora_dropout=dropout, bias="none", target_modules=NOUL_ADAPTER_TARGETS
+    )
     inject_adapter_in_model(config, model, adapter_name=NOUL_ADAPTER)
 
 
@@ -102,4 +104,6 @@ def load_noul_adapter(model: Any, folder: Path) -> None:
     result = set_peft_model_state_dict(model, state, adapter_name=NOUL_ADAPTER)
     missing = [k for k in result.missing_keys if f".{NOUL_ADAPTER}." in k]
     if missing or result.unexpected_keys:
-        raise ValueError(f"{folder} does not fit this LM: missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]}")
+        raise ValueError(
+            f"{folder} does not fit this LM: missing {missing[:3]}, unexpected {list(result.unexpected_keys)[:3]}"
+        )

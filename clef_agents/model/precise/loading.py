@@ -97,7 +97,9 @@ def load_causal_lm(reference: str | Path, dtype: torch.dtype = torch.float32) ->
     if path.suffix == ".gguf":
         path = dequantised_folder(path)
     if not (path / "config.json").exists():
-        raise FileNotFoundError(f"language model {str(reference)!r}: expected a folder with config.json, a .gguf file or 'precise'")
+        raise FileNotFoundError(
+            f"language model {str(reference)!r}: expected a folder with config.json, a .gguf file or 'precise'"
+        )
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     return model.eval(), tokenizer
@@ -120,8 +122,9 @@ def dequantised_folder(source: Path) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     logger.warning("dequantising %s (first load only, about a minute; cached in %s)", source, cached)
-    model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name,
-                                                 quantization_config=GgufConfig(dequantize=True), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        source.parent, gguf_file=source.name, quantization_config=GgufConfig(dequantize=True), dtype=torch.float32
+    )
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     model.save_pretrained(cached)
     tokenizer.save_pretrained(cached)

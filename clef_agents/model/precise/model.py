@@ -81,13 +81,28 @@ class PrefillLM:
         >>> probabilities, truncation, tokens = lm.predict("Refund me now!", [wire.Noul(instructions="Angry?")])  # doctest: +SKIP
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_state_tokens: int = 512, tail_fraction: float = 0.6,
-                 calibration: Calibration | None = None, prefix_cache_size: int = 8, question_chunk: int = 16,
-                 name: str = "clef-agents-lm", answer: str = "letter", prior_correction: dict[str, float] | None = None,
-                 prior_cache_size: int = 256, system_prompt: str | None = None, noul_probe: NoulProbe | None = None,
-                 noul_probe_file: str | None = None, noul_adapter: str | None = None,
-                 demonstrations: Sequence[Demonstration] = (), questions_first: bool = False,
-                 noul_both_forms: bool = False):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_state_tokens: int = 512,
+        tail_fraction: float = 0.6,
+        calibration: Calibration | None = None,
+        prefix_cache_size: int = 8,
+        question_chunk: int = 16,
+        name: str = "clef-agents-lm",
+        answer: str = "letter",
+        prior_correction: dict[str, float] | None = None,
+        prior_cache_size: int = 256,
+        system_prompt: str | None = None,
+        noul_probe: NoulProbe | None = None,
+        noul_probe_file: str | None = None,
+        noul_adapter: str | None = None,
+        demonstrations: Sequence[Demonstration] = (),
+        questions_first: bool = False,
+        noul_both_forms: bool = False,
+    ):
         if max_state_tokens < 8:
             raise ValueError(f"max_state_tokens must be at least 8, got {max_state_tokens}")
         if not 0.0 <= tail_fraction <= 1.0:
@@ -113,17 +128,25 @@ class PrefillLM:
         self.noul_both_forms = noul_both_forms
         """Whether a yes/no question is also read as the choice ``yes`` / ``no`` and its margin is the two forms' mean."""
         depth = int(getattr(model.config, "num_hidden_layers", 0) or 0)
-        if noul_probe is not None and depth and (max(noul_probe.layers) > depth or noul_probe.hidden_size != model.config.hidden_size):
-            raise ValueError(f"the yes/no probe reads layers {noul_probe.layers} of width {noul_probe.hidden_size}; this LM has "
-                             f"{depth} layers of width {model.config.hidden_size}")
+        if (
+            noul_probe is not None
+            and depth
+            and (max(noul_probe.layers) > depth or noul_probe.hidden_size != model.config.hidden_size)
+        ):
+            raise ValueError(
+                f"the yes/no probe reads layers {noul_probe.layers} of width {noul_probe.hidden_size}; this LM has "
+                f"{depth} layers of width {model.config.hidden_size}"
+            )
         self.noul_probe = noul_probe
         self.noul_probe_file = (noul_probe_file or NOUL_PROBE_FILE) if noul_probe is not None else None
         self.noul_adapter = noul_adapter
         self.noul_adapter_on = True
         """Whether yes/no questions are read with the adapter (when there is one); off: as without it."""
         if noul_adapter is not None and NOUL_ADAPTER not in self.adapter_names():
-            raise ValueError(f"noul_adapter names {noul_adapter!r}, but the LM has no {NOUL_ADAPTER!r} adapter loaded "
-                             f"(found {self.adapter_names() or 'none'}); use PrefillLM.load or add_noul_adapter")
+            raise ValueError(
+                f"noul_adapter names {noul_adapter!r}, but the LM has no {NOUL_ADAPTER!r} adapter loaded "
+                f"(found {self.adapter_names() or 'none'}); use PrefillLM.load or add_noul_adapter"
+            )
         self._adapter_layers = self._find_adapter_layers()
         self._priors: LruCache[torch.Tensor] = LruCache()
         self._head, self._tail = template_parts(self.tokenizer, self.system_prompt, self.demonstrations, self.answer)
@@ -150,12 +173,21 @@ class PrefillLM:
         saved = settings_path(reference)
         if saved.exists():
             stored = LMSettings.model_validate_json(saved.read_text())
-            found = {"calibration": stored.calibration, "answer": stored.answer, "max_state_tokens": stored.max_state_tokens,
-                     "prior_correction": stored.prior_correction, "system_prompt": stored.system_prompt,
-                     "demonstrations": stored.demonstrations, "questions_first": stored.questions_first,
-                     "noul_both_forms": stored.noul_both_forms}
+            found = {
+                "calibration": stored.calibration,
+                "answer": stored.answer,
+                "max_state_tokens": stored.max_state_tokens,
+                "prior_correction": stored.prior_correction,
+                "system_prompt": stored.system_prompt,
+                "demonstrations": stored.demonstrations,
+                "questions_first": stored.questions_first,
+                "noul_both_forms": stored.noul_both_forms,
+            }
             if stored.noul_probe:
-                found |= {"noul_probe": NoulProbe.load(saved.parent / stored.noul_probe), "noul_probe_file": stored.noul_probe}
+                found |= {
+                    "noul_probe": NoulProbe.load(saved.parent / stored.noul_probe),
+                    "noul_probe_file": stored.noul_probe,
+                }
             if stored.noul_adapter:
                 load_noul_adapter(model, saved.parent / stored.noul_adapter)
                 found["noul_adapter"] = stored.noul_adapter
@@ -194,7 +226,9 @@ class PrefillLM:
     def _find_adapter_layers(self) -> list[Any]:
         return adapter_layers(self.model) if self.noul_adapter is not None else []
 
-    def add_noul_adapter(self, rank: int = 8, alpha: int = 16, dropout: float = 0.05, folder: str = "noul_adapter") -> None:
+    def add_noul_adapter(
+        self, rank: int = 8, alpha: int = 16, dropout: float = 0.05, folder: str = "noul_adapter"
+    ) -> None:
         """Add a fresh (untrained) yes/no adapter on every attention and MLP projection; it reads the question's
         tokens of yes/no questions only (``folder`` is where ``save_settings`` writes it, beside the settings).
 
@@ -228,16 +262,23 @@ class PrefillLM:
         ids = self.tokenizer.encode(state, add_special_tokens=False)
         kept = truncate_ids(ids, self.max_state_tokens, self.tail_fraction)
         tail = self.tokenizer.encode("\n\n", add_special_tokens=False)
-        preview = (self.tokenizer.encode(questions_preview(questions), add_special_tokens=False)
-                   if self.questions_first and questions else [])
+        preview = (
+            self.tokenizer.encode(questions_preview(questions), add_special_tokens=False)
+            if self.questions_first and questions
+            else []
+        )
         prompt = self._head_ids + preview + kept + tail
         if not prompt:  # an empty state, no chat template and a tokenizer that drops blank lines
             prompt = [self._filler_token()]
         return prompt, Truncation("head_tail", len(ids), len(kept))
 
     def _filler_token(self) -> int:
-        for token in (self.tokenizer.bos_token_id, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id,
-                      self.tokenizer.unk_token_id):
+        for token in (
+            self.tokenizer.bos_token_id,
+            self.tokenizer.eos_token_id,
+            self.tokenizer.pad_token_id,
+            self.tokenizer.unk_token_id,
+        ):
             if token is not None:
                 return int(token)
         return 0
@@ -270,10 +311,18 @@ class PrefillLM:
     def _prefix_pass(self, ids: list[int]) -> tuple[Any, int]:
         """The state's cache and length from one pass over ``ids``, without the adapter (the caller sets the grad mode)."""
         with self._adapter(False):
-            return self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True).cache, len(ids)
+            return self.model.base_model(input_ids=torch.tensor([ids], device=self.device), use_cache=True).cache, len(
+                ids
+            )
 
-    def _row_pass(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], hidden_states: bool = False,
-                  adapter: bool = False, grad: bool = False) -> Any:
+    def _row_pass(
+        self,
+        prefix: tuple[Any, int],
+        rows: list[tuple[list[int], int]],
+        hidden_states: bool = False,
+        adapter: bool = False,
+        grad: bool = False,
+    ) -> Any:
         """The base model's output for ``rows`` (token ids after the prefix, right-padded), read in one batched
         pass on a copy of the prefix cache; ``adapter``: with the yes/no adapter on; ``grad``: differentiable."""
         cache, length = prefix
@@ -285,11 +334,19 @@ class PrefillLM:
         ids = torch.tensor([r + [pad] * (width - len(r)) for r, _ in rows], device=self.device)
         mask = torch.tensor([[1] * (length + len(r)) + [0] * (width - len(r)) for r, _ in rows], device=self.device)
         positions = torch.arange(length, length + width, device=self.device).expand(len(rows), -1)
-        with (contextlib.nullcontext() if grad else torch.inference_mode()), self._adapter(adapter):
-            return self.model.base_model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache,
-                                         use_cache=True, output_hidden_states=hidden_states)
+        with contextlib.nullcontext() if grad else torch.inference_mode(), self._adapter(adapter):
+            return self.model.base_model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                cache=cache,
+                use_cache=True,
+                output_hidden_states=hidden_states,
+            )
 
-    def _read_rows(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], adapter: bool = False) -> list[torch.Tensor]:
+    def _read_rows(
+        self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], adapter: bool = False
+    ) -> list[torch.Tensor]:
         """Per row (token ids after the prefix, span): next-token log-probs at the row's last ``span``
         positions, ``[span, vocab]``, read in one batched pass on a copy of the prefix cache."""
         hidden = self._row_pass(prefix, rows, adapter=adapter).last_hidden_state
@@ -308,8 +365,10 @@ class PrefillLM:
             torch.Size([1, 2, 1536])
         """
         if not all(isinstance(q, wire.Noul) for q in questions):
-            raise ValueError("answer_states reads yes/no questions only; got "
-                             + ", ".join(sorted({type(q).__name__ for q in questions})))
+            raise ValueError(
+                "answer_states reads yes/no questions only; got "
+                + ", ".join(sorted({type(q).__name__ for q in questions}))
+            )
         depth = int(self.model.config.num_hidden_layers)
         if not layers or any(not 0 <= layer <= depth for layer in layers):
             raise ValueError(f"layers must be between 0 and {depth}, got {list(layers)}")
@@ -318,8 +377,13 @@ class PrefillLM:
         out = []
         for start in range(0, len(rows), self.question_chunk):
             chunk = rows[start : start + self.question_chunk]
-            hidden = self._row_pass(prefix, chunk, hidden_states=True, adapter=self.reads_with_adapter(questions[0])).hidden_states
-            out += [torch.stack([hidden[layer][i, len(r) - 1] for layer in layers]).float() for i, (r, _) in enumerate(chunk)]
+            hidden = self._row_pass(
+                prefix, chunk, hidden_states=True, adapter=self.reads_with_adapter(questions[0])
+            ).hidden_states
+            out += [
+                torch.stack([hidden[layer][i, len(r) - 1] for layer in layers]).float()
+                for i, (r, _) in enumerate(chunk)
+            ]
         return torch.stack(out)
 
     def margins_from_states(self, last: torch.Tensor) -> torch.Tensor:
@@ -362,13 +426,18 @@ class PrefillLM:
         cache, length = prefix
         cache = copy.deepcopy(cache)
         with torch.inference_mode(), self._adapter(False):
-            self.model.base_model(input_ids=torch.tensor([ids], device=self.device),
-                                  attention_mask=torch.ones(1, length + len(ids), dtype=torch.long, device=self.device),
-                                  position_ids=torch.arange(length, length + len(ids), device=self.device).unsqueeze(0),
-                                  cache=cache, use_cache=True)
+            self.model.base_model(
+                input_ids=torch.tensor([ids], device=self.device),
+                attention_mask=torch.ones(1, length + len(ids), dtype=torch.long, device=self.device),
+                position_ids=torch.arange(length, length + len(ids), device=self.device).unsqueeze(0),
+                cache=cache,
+                use_cache=True,
+            )
         return cache, length + len(ids)
 
-    def _read_chunked(self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], adapter: bool = False) -> list[torch.Tensor]:
+    def _read_chunked(
+        self, prefix: tuple[Any, int], rows: list[tuple[list[int], int]], adapter: bool = False
+    ) -> list[torch.Tensor]:
         read: list[torch.Tensor] = []
         for start in range(0, len(rows), self.question_chunk):
             read += self._read_rows(prefix, rows[start : start + self.question_chunk], adapter)
@@ -445,8 +514,17 @@ class PrefillLM:
 
     def _prior(self, question: wire.TextQuestion) -> tuple[torch.Tensor, int]:
         """The prior logits and the tokens read for them (0 when they came from the LRU)."""
-        key = hashlib.sha256(json.dumps([self.answer, self.max_state_tokens, question_prompt(question, self.answer),
-                                         answer_names(question), self.reads_with_adapter(question)]).encode()).hexdigest()
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    self.answer,
+                    self.max_state_tokens,
+                    question_prompt(question, self.answer),
+                    answer_names(question),
+                    self.reads_with_adapter(question),
+                ]
+            ).encode()
+        ).hexdigest()
         found = self._priors.get(key)
         if found is not None:
             return found, 0
@@ -455,7 +533,9 @@ class PrefillLM:
         self._priors.put(key, found, self.prior_cache_size)
         return found, sum(tokens for _, _, tokens in reads)
 
-    def raw_logits(self, state: str, questions: Sequence[wire.TextQuestion]) -> tuple[list[torch.Tensor], Truncation, int]:
+    def raw_logits(
+        self, state: str, questions: Sequence[wire.TextQuestion]
+    ) -> tuple[list[torch.Tensor], Truncation, int]:
         """Logits per question before any content-free correction, the state's truncation and the tokens read.
 
         Yes/no questions (and lettered options) are one row each, read together on the state's cache. With
@@ -474,9 +554,13 @@ class PrefillLM:
                     tokens += len(self.question_ids(questions[i]))
         adapted = [self.reads_with_adapter(q) for q in questions]
         for on in sorted({adapted[i] for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None}):
-            single = [i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None and adapted[i] == on]
+            single = [
+                i for i, q in enumerate(questions) if self._reads_one_row(q) and out[i] is None and adapted[i] == on
+            ]
             suffixes = [self.question_ids(questions[i]) for i in single]
-            for i, suffix, log_probs in zip(single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes], on)):
+            for i, suffix, log_probs in zip(
+                single, suffixes, self._read_chunked(prefix, [(s, 1) for s in suffixes], on)
+            ):
                 masses = torch.stack([torch.logsumexp(log_probs[-1][t], 0) for t in self.answer_tokens(questions[i])])
                 out[i] = (masses[0] - masses[1]).reshape(1) if isinstance(questions[i], wire.Noul) else masses
                 tokens += len(suffix)
@@ -491,7 +575,9 @@ class PrefillLM:
         ids = self.question_ids(question)
         names = [self.tokenizer.encode(name, add_special_tokens=False) for name in answer_names(question)]
         if not all(names):
-            raise ValueError(f"an option of {question_text(question)!r} has a name with no tokens; give every option a name")
+            raise ValueError(
+                f"an option of {question_text(question)!r} has a name with no tokens; give every option a name"
+            )
         rows = [(ids[-1:] + name[:-1], len(name)) for name in names]
         read = self._read_chunked(self._extend(prefix, ids[:-1]), rows)
         logits = torch.stack([lp[torch.arange(len(name)), torch.tensor(name)].sum() for name, lp in zip(names, read)])
@@ -524,11 +610,18 @@ class PrefillLM:
 
     def settings(self) -> LMSettings:
         """What ``save_settings`` writes: how options are answered, the state budget and the calibration."""
-        return LMSettings(answer=self.answer, max_state_tokens=self.max_state_tokens, calibration=self.calibration,
-                          prior_correction=self.prior_correction, system_prompt=self.system_prompt,
-                          demonstrations=self.demonstrations, questions_first=self.questions_first,
-                          noul_both_forms=self.noul_both_forms, noul_probe=self.noul_probe_file,
-                          noul_adapter=self.noul_adapter)
+        return LMSettings(
+            answer=self.answer,
+            max_state_tokens=self.max_state_tokens,
+            calibration=self.calibration,
+            prior_correction=self.prior_correction,
+            system_prompt=self.system_prompt,
+            demonstrations=self.demonstrations,
+            questions_first=self.questions_first,
+            noul_both_forms=self.noul_both_forms,
+            noul_probe=self.noul_probe_file,
+            noul_adapter=self.noul_adapter,
+        )
 
     def save_noul_adapter(self, folder: str | Path) -> Path:
         """Write the yes/no adapter (its config and weights, in PEFT's layout) to ``folder``."""

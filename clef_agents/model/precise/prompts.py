@@ -51,8 +51,10 @@ def question_prompt(question: wire.TextQuestion, answer: str = "letter") -> str:
         return f"{head}\nAnswer yes or no."
     options = reader_option_texts(question)
     if answer == "letter" and len(options) > MAX_OPTIONS:
-        raise ValueError(f"the language-model tier reads at most {MAX_OPTIONS} options a question when it answers with "
-                         f"letters, got {len(options)}; use answer='name', ask 'mini' or shortlist them first")
+        raise ValueError(
+            f"the language-model tier reads at most {MAX_OPTIONS} options a question when it answers with "
+            f"letters, got {len(options)}; use answer='name', ask 'mini' or shortlist them first"
+        )
     marks = [f"{LETTERS[i]}." for i in range(len(options))] if answer == "letter" else ["-"] * len(options)
     listed = "\n".join(f"{mark} {text}" for mark, text in zip(marks, options))
     what = "letter" if answer == "letter" else "name"
@@ -83,7 +85,9 @@ def first_token_ids(tokenizer: Any, words: Sequence[str]) -> list[int]:
         >>> first_token_ids(tokenizer, YES_WORDS)  # doctest: +SKIP
         [9454, 9693, 14004, 297, 7414]
     """
-    ids = {tokenizer.encode(w, add_special_tokens=False)[0] for w in words if tokenizer.encode(w, add_special_tokens=False)}
+    ids = {
+        tokenizer.encode(w, add_special_tokens=False)[0] for w in words if tokenizer.encode(w, add_special_tokens=False)
+    }
     return sorted(ids)
 
 
@@ -100,7 +104,6 @@ def answer_names(question: wire.TextQuestion) -> list[str]:
     if isinstance(question, wire.Score):
         return [wire.content_text(level) or f"level {i}" for i, level in enumerate(question.criteria)]
     return ["yes", "no"]
-
 
 
 class Demonstration(BaseModel):
@@ -143,8 +146,9 @@ class Demonstration(BaseModel):
         return LETTERS[index] if answer == "letter" else answer_names(self.question)[index]
 
 
-def template_parts(tokenizer: Any, system_prompt: str | None, demonstrations: Sequence[Demonstration],
-                   answer: str = "letter") -> tuple[str, str]:
+def template_parts(
+    tokenizer: Any, system_prompt: str | None, demonstrations: Sequence[Demonstration], answer: str = "letter"
+) -> tuple[str, str]:
     """The prompt's text before the state and after the question: the chat template's, with the system
     prompt and the worked examples as earlier turns (or, without a template, the system prompt as the
     first paragraph, each example as a paragraph, and an "Answer:" cue).
@@ -157,13 +161,21 @@ def template_parts(tokenizer: Any, system_prompt: str | None, demonstrations: Se
     """
     if getattr(tokenizer, "chat_template", None):
         system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-        shown = [turn for demo in demonstrations for turn in (
-            {"role": "user", "content": f"{demo.state}\n\n{question_prompt(demo.question, answer)}"},
-            {"role": "assistant", "content": demo.answer_text(answer)})]
-        text = tokenizer.apply_chat_template([*system, *shown, {"role": "user", "content": MARK}], tokenize=False,
-                                             add_generation_prompt=True)
+        shown = [
+            turn
+            for demo in demonstrations
+            for turn in (
+                {"role": "user", "content": f"{demo.state}\n\n{question_prompt(demo.question, answer)}"},
+                {"role": "assistant", "content": demo.answer_text(answer)},
+            )
+        ]
+        text = tokenizer.apply_chat_template(
+            [*system, *shown, {"role": "user", "content": MARK}], tokenize=False, add_generation_prompt=True
+        )
         head, _, tail = text.partition(MARK)
         return head, tail
-    shown_text = "".join(f"{demo.state}\n\n{question_prompt(demo.question, answer)}\nAnswer: "
-                         f"{demo.answer_text(answer)}\n\n" for demo in demonstrations)
+    shown_text = "".join(
+        f"{demo.state}\n\n{question_prompt(demo.question, answer)}\nAnswer: {demo.answer_text(answer)}\n\n"
+        for demo in demonstrations
+    )
     return (f"{system_prompt}\n\n" if system_prompt else "") + shown_text, "\nAnswer:"
