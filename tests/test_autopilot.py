@@ -241,30 +241,3 @@ def test_later_certification_attempts_on_the_same_sample_spend_less_of_the_error
     assert sum(attempt_share(k) for k in range(1, 10_000)) < 1.0
     with pytest.raises(ValueError, match="attempt counts from 1, got 0"):
         attempt_share(0)
-
-
-def test_a_version_is_tested_only_after_it_passes_the_screen_on_training_labels_it_did_not_see():
-    """Versions that fail the screen spend none of the error budget: on a stream the teacher answers at random, no
-    version passes it and no test runs; on a learnable stream the first test that runs is the first attempt."""
-    stream = synthetic_stream(1200, seed=2)
-    rng = np.random.default_rng(3)
-    noise = rng.integers(0, 3, len(stream))
-    ap = pilot()
-    replay(ap, QUESTION, stream, lambda i: int(noise[i]))
-    versions = ap.store.versions(ap.store.questions()[0]["question_key"])
-    assert versions and all(not v.report["screen"]["passed"] and not v.report["certificate"]["spent"] for v in versions)
-    learnable = pilot()
-    replay(learnable, QUESTION, stream, lambda i: int(stream.gold[i]))
-    versions = learnable.store.versions(learnable.store.questions()[0]["question_key"])
-    tested = [v for v in versions if v.report["certificate"].get("spent")]
-    assert tested and tested[0].report["certificate"]["attempt"] == 1
-    assert all(v.report["screen"]["passed"] for v in tested)
-    assert all(0 < v.report["screen"]["held_out"] < v.report["train"] for v in versions if v.report["train"] >= 4)
-    unscreened = pilot(screen_share=0.0)
-    replay(unscreened, QUESTION, stream, lambda i: int(noise[i]))
-    assert all(
-        v.report["screen"]["reason"] == "no screen"
-        for v in unscreened.store.versions(unscreened.store.questions()[0]["question_key"])
-    )
-    with pytest.raises(ValueError, match=r"screen_share must be in \[0, 1\), got 1.0"):
-        AutopilotConfig(screen_share=1.0)

@@ -80,9 +80,6 @@ class AutopilotConfig:
         sequence_start: where Learn-then-Test's fixed sequence of thresholds begins (``thresholds.START_RULES``):
             ``"robust"`` (the default: a teacher's labels carry some noise even among the surest answers, and a
             single disagreement at the top then does not void the certificate) or ``"first"`` (docs/thresholds.md).
-        screen_share: the newest share of a version's training labels held out of its fit to screen it: the
-            certification test on the sample runs (and spends a share of the error budget) only when the version
-            would certify on those labels it did not see (0 turns the screen off: every version is tested).
         seed: the salt of the per-item draws.
     """
 
@@ -102,7 +99,6 @@ class AutopilotConfig:
     min_minority: int = 5
     refresh_seconds: float = 10.0
     sequence_start: str = "robust"
-    screen_share: float = 0.25
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -118,8 +114,6 @@ class AutopilotConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         check_start(self.sequence_start)
-        if not 0.0 <= self.screen_share < 1.0:
-            raise ValueError(f"screen_share must be in [0, 1), got {self.screen_share}")
         unknown = [k for k in self.learner_kinds if k not in ALL_KINDS]
         if unknown or not self.learner_kinds:
             raise ValueError(f"learner_kinds must be some of {', '.join(ALL_KINDS)}, got {list(self.learner_kinds)}")
@@ -598,24 +592,14 @@ class Autopilot:
         q = self._questions[key]
         started = time.perf_counter()
         items = self.store.labelled(key)
-        train, screen = self._split_screen(self._training_labels(items, q.since_seq))
+        train = self._training_labels(items, q.since_seq)
         sample = [i for i in items if i.marked and i.seq > q.since_seq][-self.config.cert_window :]
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
-        screened = self.screen(learner, screen)
-        if screened["passed"]:
-            attempt = 1 + sum(
-                v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)
-                for v in self.store.versions(key)
-            )
-            certificate = self.certify(learner, sample, attempt)
-        else:
-            certificate = {
-                "certified": False,
-                "threshold": None,
-                "sample": len(sample),
-                "spent": False,
-                "reason": f"not tested: {screened['reason']}",
-            }
+        attempt = 1 + sum(
+            v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)
+            for v in self.store.versions(key)
+        )
+        certificate = self.certify(learner, sample, attempt)
         version = max([v.version for v in self.store.versions(key)] + [0]) + 1
         report = {
             "labels": len(items),
@@ -624,7 +608,6 @@ class Autopilot:
             "sample": len(sample),
             "kind": learner.kind,
             "learner": learner.info,
-            "screen": screened,
             "certificate": certificate,
             "seconds": round(time.perf_counter() - started, 3),
         }
@@ -662,40 +645,6 @@ class Autopilot:
         if since_seq > 0 and len(recent) >= self.config.first_retrain:
             train = recent
         return train[-self.config.train_window :]
-
-    def _split_screen(self, train: Sequence[Any]) -> tuple[list[Any], list[Any]]:
-        """The training labels a version is fitted on, and the newest ``screen_share`` of them held out to screen it."""
-        held = int(len(train) * self.config.screen_share)
-        return list(train[: len(train) - held]), list(train[len(train) - held :])
-
-    def screen(self, learner: Learner, held_out: Sequence[Any]) -> dict[str, Any]:
-        """Whether the learner would certify on training labels it was not fitted on (at ``SCREEN_DELTA``: the
-        evidence leans that way; no budget spent): only then is it tested on the certification sample. These labels are disjoint from the
-        sample, so screening chooses which versions are tested without looking at the sample, and the versions
-        that fail it spend nothing of the error budget. ``screen_share`` 0 passes every version."""
-        if self.config.screen_share == 0.0:
-            return {"passed": True, "reason": "no screen", "held_out": 0}
-        if not held_out:
-            return {"passed": False, "reason": "no held-out training labels yet", "held_out": 0}
-        inputs = self.inputs(
-            [i.state_text for i in held_out], [i.model_probs for i in held_out], learner.use_embeddings
-        )
-        probs = learner.predict_proba(inputs)
-        labels = np.array([i.label for i in held_out])
-        fit = fit_error_threshold(
-            probs.max(axis=1),
-            probs.argmax(axis=1) == labels,
-            target=1.0 - self.config.target,
-            delta=SCREEN_DELTA,
-            seed=len(held_out),
-            start=self.config.sequence_start,
-        )
-        reason = (
-            "would certify on its held-out training labels"
-            if fit.certified
-            else f"screen on held-out training labels: {fit.reason}"
-        )
-        return {"passed": bool(fit.certified), "reason": reason, "held_out": len(held_out)}
 
     def _fit(self, train: Sequence[Any], n_options: int) -> Learner:
         if not train:
@@ -772,10 +721,6 @@ class Autopilot:
         """Per question: labels by source, teacher calls saved, the certified threshold and bound, the version,
         the last retrain and the drift state."""
         return question_status(self.store, self._questions)
-
-
-SCREEN_DELTA = 0.5
-"""The level of the screen on held-out training labels: only a version the evidence favours is tested on the sample."""
 
 
 def attempt_share(attempt: int) -> float:
