@@ -75,8 +75,12 @@ def write_report(rows: list[dict[str, Any]], out: Path, wall_seconds: float, com
     lines = [
         "# Autopilot benchmark",
         "",
-        f"Command: `{command}` ({wall_seconds / 60:.0f} min of this run on 2 cores; the cache it reads took about "
-        "30 min once). Streams, questions and teachers: `bench/autopilot/tasks.py` (frozen before the first run), "
+        (
+            f"Rows: `runs.jsonl`, written by the commands in `bench/autopilot/README.md`; this page: `{command}`. "
+            if "--report-only" in command
+            else f"Command: `{command}` ({wall_seconds / 60:.0f} min of this run on 2 cores). "
+        )
+        + "Streams, questions and teachers: `bench/autopilot/tasks.py` (frozen before the first run), "
         "methods: `bench/autopilot/run.py`. Target: automatic answers agree with the teacher at 95 % with 90 % "
         "confidence. Shares and accuracies are means over seeds (orders), in percent.",
         "",
