@@ -352,7 +352,7 @@ def reader_lines(config: dict) -> list[str]:
     settings = json.loads((folder / "reader.json").read_text())
     return [
         "",
-        "## Question reader (answers every question nobody taught)",
+        "## Question reader (the precise mode, opt-in: `mini+reader`)",
         "",
         *reader_design_lines(settings, reader),
         *reader_choice_lines(settings, reader),
@@ -851,9 +851,10 @@ LIMITATIONS = [
     "  ones); a reworded question, or one with a new option, is answered by the head alone (the \"head alone\" column).",
     "- Calibration of untaught questions is global per question type: teach a question you ask often",
     "  (`clef-agents teach`), or refit it with `clef-agents calibrate --model mini --records yours.jsonl --out my-mini`.",
-    "- Yes/no questions nobody taught are answered with a temperature fitted on questions the reader knows little about",
-    "  ([docs/experiments.md](docs/experiments.md), \"A temperature after head mixing\"), so their answers sit near 0.5",
-    "  even where it knows more, e.g. entailment questions like those it trained on: teach the questions you rely on.",
+    "- Yes/no questions nobody taught are answered by the head with a temperature of 20 fitted on the reader's probe",
+    "  ([docs/experiments.md](docs/experiments.md), \"One pass by default\"), so their answers sit near 0.5 and go to",
+    "  the LLM lane; untaught choices keep the head's temperature and are over-confident (at the default lanes 30.7 %",
+    "  act alone, 8.5 % of all of them wrongly, on bench/general): teach the questions you rely on.",
     "- Probabilities on question styles far from the training mixture are less reliable: fit lane thresholds on",
     "  your own labelled decisions (`clef-agents calibrate --max-auto-error ...`).",
     "",
