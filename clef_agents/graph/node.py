@@ -386,8 +386,8 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             asked = "; ".join(f"{qid!r}: {wire.content_text(questions[qid].instructions)!r:.100}" for qid in new)
             warnings.warn(
                 f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered them "
-                "untaught, which is close to chance on questions nobody taught (bench/general), so "
-                "these answers rarely clear auto_at and mostly go to the escalation lanes. Teach the questions you rely on "
+                "untaught, which is close to chance on questions nobody taught (bench/general): mini's untaught yes/no "
+                "answers go to the escalation lanes, but its untaught choices can clear auto_at and be wrong. Teach the questions you rely on "
                 "with labelled examples (clef-agents teach, docs/teaching.md), or ask a stronger tier (mini+precise, docs/precise.md).",
                 UntaughtQuestionWarning,
                 stacklevel=4,
