@@ -182,7 +182,7 @@ def scaling_section(result: dict[str, Any]) -> list[str]:
 
 def latency_section(result: dict[str, Any]) -> list[str]:
     lines = [
-        "## Decision-model latency against the bare backbone (issue 2)",
+        "## Decision-model latency against its floor (issues 2 and 44)",
         "",
         f"Command: `{result['command']}`; model: {result['model']}; {result['machine']}; "
         f"{result['reps']} interleaved reps per case.",
@@ -200,7 +200,7 @@ def latency_section(result: dict[str, Any]) -> list[str]:
         ]
         for name, c in result["cases"].items()
     ]
-    lines += _table(["case", "questions", "options", "p50 ms", "p95 ms", "bare p50 ms", "p50 ÷ bare"], rows)
+    lines += _table(["case", "questions", "options", "p50 ms", "p95 ms", "floor p50 ms", "p50 ÷ floor"], rows)
     t, k = result["throughput"], result["targets"]
     lines += [
         "",
@@ -212,7 +212,7 @@ def latency_section(result: dict[str, Any]) -> list[str]:
             [
                 ["(d) ≤ 1.5× (a)", f"{_f(k['d_over_a_p50'])}×", "yes" if k["d_over_a_ok"] else "no"],
                 [
-                    "every case ≤ 1.5× bare backbone",
+                    "every case ≤ 1.5× the floor",
                     f"worst {_f(k['worst_case_over_bare_p50'])}×",
                     "yes" if k["every_case_over_bare_ok"] else "no",
                 ],
