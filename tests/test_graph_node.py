@@ -207,3 +207,25 @@ def test_an_untaught_question_warns_once_per_node_and_a_taught_one_never():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UntaughtQuestionWarning)
         taught_only.invoke({"text": "the app crashes"})
+
+
+def test_an_untaught_answer_does_not_act_alone_unless_its_band_or_the_node_says_so():
+    """'dept' is untaught and sure (p = 0.95 >= auto_at): it goes to the llm lane, with the reason; the same answer
+    acts alone with untaught_auto=True or with a band of its own in the lane policy; a taught one is not held."""
+    questions = {"dept": Choice(instructions="Team?", criteria={"billing": None, "tech": None})}
+    untaught = FakeDecisionModel(answers={"dept": {"billing": 0.05, "tech": 0.95}}, untaught=["dept"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UntaughtQuestionWarning)
+        held = DecisionNode(untaught, questions, name="t", input="text").invoke({"text": "app crashes"})
+        trusted = DecisionNode(untaught, questions, name="t", input="text", untaught_auto=True).invoke({"text": "x"})
+        banded = DecisionNode(
+            untaught, questions, name="t", input="text", policy={"questions": {"dept": {"auto_at": 0.9}}}
+        ).invoke({"text": "x"})
+    item = held["decisions"]["t"]["route"]["dept"]
+    assert item["lane"] == "llm" and "not taught this question" in item["reason"]
+    assert held["decisions"]["t"]["final"] == {}
+    assert trusted["decisions"]["t"]["route"]["dept"]["lane"] == "auto"
+    assert banded["decisions"]["t"]["route"]["dept"]["lane"] == "auto"
+    taught = FakeDecisionModel(answers={"dept": {"billing": 0.05, "tech": 0.95}})
+    route = DecisionNode(taught, questions, name="t", input="text").invoke({"text": "x"})["decisions"]["t"]["route"]
+    assert route["dept"]["lane"] == "auto"

@@ -104,6 +104,22 @@ def lane_route(
     }
 
 
+def hold_untaught(item: dict[str, Any]) -> None:
+    """Keep an untaught answer out of the ``auto`` lane: one that cleared ``auto_at`` goes to the ``llm`` lane.
+
+    Example:
+        >>> item = {"lane": "auto", "reason": "model says 'tech' with p=0.950 >= auto_at 0.900: decided automatically"}
+        >>> hold_untaught(item); item["lane"]
+        'llm'
+    """
+    if item["lane"] == "auto":
+        item["lane"] = "llm"
+        item["reason"] += (
+            "; but the model was not taught this question, so it does not act alone: ask an LLM "
+            "(teach it, give it a band in the lane policy, or set untaught_auto=True)"
+        )
+
+
 def _lane_reason(label: Any, probability: float, band: Band, lane: str) -> str:
     said = f"model says {_shown(label)} with p={probability:.3f}"
     if lane == "auto":
@@ -136,6 +152,10 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             from every teacher answer the escalation nodes record. Until a question is certified, nothing is
             automatic. Its ``teacher_model``, when set, is asked here before any LLM or person.
         teacher_lane: where the autopilot's uncertified questions go: ``"llm"`` (default) or ``"human"``.
+        untaught_auto: let an answer the model gave without taught weights (it lists the question in
+            ``x_untaught``) act alone. By default (False) such an answer goes no further than the ``llm`` lane,
+            since untaught answers are close to chance (bench/general); a question with its own band in
+            ``policy`` follows that band, and under an autopilot the autopilot decides.
 
     Example:
         >>> from langchain_core.decisions import Choice
@@ -160,6 +180,7 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         excerpt_chars: int = 600,
         autopilot: Any = None,
         teacher_lane: str = "llm",
+        untaught_auto: bool = False,
     ):
         if not isinstance(model, BaseDecisionModel):
             raise TypeError(f"model must be a langchain_core BaseDecisionModel, got {type(model).__name__}")
@@ -176,6 +197,7 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         self.slice_key = slice_key
         self.traces = as_trace_store(traces)
         self.excerpt_chars = excerpt_chars
+        self.untaught_auto = bool(untaught_auto)
         if teacher_lane not in ("llm", "human"):
             raise ValueError(f"teacher_lane must be 'llm' or 'human', got {teacher_lane!r}")
         if autopilot is not None and not callable(getattr(autopilot, "decide", None)):
@@ -311,9 +333,13 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         response: Any,
     ) -> dict[str, Any]:
         response = self._check_response(response, questions)
-        self.warn_if_untaught(response, questions)
+        untaught = self.warn_if_untaught(response, questions)
         slice_key = self._slice(state)
         route = {qid: lane_route(qid, q, response.answers[qid], self.policy, slice_key) for qid, q in questions.items()}
+        if not self.untaught_auto:
+            for qid in untaught:
+                if qid not in self.policy.questions:
+                    hold_untaught(route[qid])
         if self.autopilot is not None:
             route = self._autopilot_route(value, questions, response, route)
         final = {
@@ -386,8 +412,13 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
             asked = "; ".join(f"{qid!r}: {wire.content_text(questions[qid].instructions)!r:.100}" for qid in new)
             warnings.warn(
                 f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered them "
-                "untaught, which is close to chance on questions nobody taught (bench/general): mini's untaught yes/no "
-                "answers go to the escalation lanes, but its untaught choices can clear auto_at and be wrong. Teach the questions you rely on "
+                "untaught, which is close to chance on questions nobody taught (bench/general)"
+                + (
+                    ", and this node lets them act alone (untaught_auto=True). "
+                    if self.untaught_auto
+                    else ": this node does not let them act alone unless its lane policy gives them a band. "
+                )
+                + "Teach the questions you rely on "
                 "with labelled examples (clef-agents teach, docs/teaching.md), or ask a stronger tier (mini+precise, docs/precise.md).",
                 UntaughtQuestionWarning,
                 stacklevel=4,

@@ -188,6 +188,7 @@ class DecisionGate:
         traces: TraceStore | str | Path | None = None,
         autopilot: Any = None,
         teacher_lane: str = "llm",
+        untaught_auto: bool = False,
     ):
         self.node = DecisionNode(
             model,
@@ -200,6 +201,7 @@ class DecisionGate:
             traces=traces,
             autopilot=autopilot,
             teacher_lane=teacher_lane,
+            untaught_auto=untaught_auto,
         )
         self.llm = None if chat_model is None else LLMEscalationNode(chat_model, self.node)
         self.human = HumanEscalationNode(self.node, has_llm=self.llm is not None)
