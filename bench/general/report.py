@@ -173,10 +173,12 @@ def lane_table(methods: dict[str, Any]) -> list[str]:
         "## The gate's default lanes on untaught questions",
         "",
         (
-            "What a `DecisionNode` with no policy file does with these answers: act on its own at a decision probability "
+            "What the default lanes make of these answers: act on its own at a decision probability "
             "(the top option's) of 0.9 or more, ask an LLM from 0.5, a human below. Pooled over the untaught tasks and "
-            "their five wordings (choices with bare option names). A gate that is unsure and says so sends its answers on; "
-            "one that is wrong and sure acts wrongly by itself: the third row."
+            "their five wordings (choices with bare option names). A model that is unsure and says so sends its answers "
+            "on; one that is wrong and sure would act wrongly by itself: the third row. (A `DecisionNode` holds answers "
+            "the model says are untaught out of the automatic lane unless `untaught_auto=True`; this table scores the "
+            "model, not that hold.)"
         ),
         "",
         "| type | lane | " + " | ".join(keys) + " |",

@@ -510,9 +510,10 @@ def lane_table(methods: dict) -> list[str]:
     lines = [
         "",
         (
-            "At the graph layer's default lanes (a `DecisionNode` without a policy file acts alone at a decision"
-            " probability of 0.9 or more, asks an LLM from 0.5, a human below), pooled over the untaught tasks and"
-            " their five wordings:"
+            "Against the graph layer's default lanes (alone at a decision probability of 0.9 or more, an LLM from 0.5,"
+            " a human below; a `DecisionNode` also holds answers the model says are untaught out of the automatic lane"
+            " unless `untaught_auto=True`, which this table does not apply), pooled over the untaught tasks and their"
+            " five wordings:"
         ),
         "",
         "| type | | " + " | ".join(keys) + " |",
