@@ -58,7 +58,9 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str
     return out
 
 
-def write_report(rows: list[dict[str, Any]], out: Path, wall_seconds: float, command: str) -> None:
+def write_report(
+    rows: list[dict[str, Any]], out: Path, wall_seconds: float, command: str, report_only: bool = False
+) -> None:
     agg = aggregate(rows)
     (out / "results.json").write_text(
         json.dumps(
@@ -77,7 +79,7 @@ def write_report(rows: list[dict[str, Any]], out: Path, wall_seconds: float, com
         "",
         (
             f"Rows: `runs.jsonl`, written by the commands in `bench/autopilot/README.md`; this page: `{command}`. "
-            if "--report-only" in command
+            if report_only
             else f"Command: `{command}` ({wall_seconds / 60:.0f} min of this run on 2 cores). "
         )
         + "Streams, questions and teachers: `bench/autopilot/tasks.py` (frozen before the first run), "

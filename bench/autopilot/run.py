@@ -71,6 +71,17 @@ def teacher_answers(gold: np.ndarray, n_options: int, kind: str, seed: int) -> n
     return np.where(noisy, rng.integers(0, n_options, len(gold)), gold)
 
 
+def setting(text: str) -> tuple[str, Any]:
+    """``--set NAME=VALUE`` as (name, JSON value)."""
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError("no NAME=")
+        return name, json.loads(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with a JSON value (audit=0.1), got {text!r}") from exc
+
+
 def config_of(method: str) -> dict[str, Any]:
     """The method's AutopilotConfig settings, with the run's ``--set`` overrides (they reach the pool's workers
     through the environment)."""
@@ -196,12 +207,13 @@ def main() -> int:
         "--set",
         nargs="*",
         default=[],
+        type=setting,
         metavar="NAME=VALUE",
-        help="AutopilotConfig settings for every learning method, e.g. screen_share=0 (values as JSON)",
+        help="AutopilotConfig settings for every learning method, e.g. audit=0.1 (values as JSON)",
     )
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ[SETTINGS_ENV] = json.dumps({k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)})
+    os.environ[SETTINGS_ENV] = json.dumps(dict(args.set))
     jobs = jobs_for(args.tasks, args.seeds, args.noisy_seeds, tuple(args.methods))
     started = time.perf_counter()
     out = Path(args.out)
@@ -232,7 +244,9 @@ def main() -> int:
     rows = [row for key, row in rows.items() if key in wanted]
     from bench.autopilot.report import write_report
 
-    write_report(rows, out, wall_seconds=time.perf_counter() - started, command=" ".join(sys.argv))
+    write_report(
+        rows, out, wall_seconds=time.perf_counter() - started, command=" ".join(sys.argv), report_only=args.report_only
+    )
     return 0
 
 
