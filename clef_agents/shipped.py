@@ -1,4 +1,5 @@
-"""Checkpoints shipped inside the package, and the folder a checkpoint name or path means.
+"""Checkpoints shipped inside the package, the folder a checkpoint name or path means, and whether a spec asks
+for its precise mode (``mini+reader``).
 
 ``clef_agents.loading`` (which turns a ``--model`` spec into a model) and
 ``ClefDecisionModel.from_pretrained`` both resolve names here; it imports nothing but ``pathlib``.
@@ -46,9 +47,6 @@ def checkpoint_folder(name_or_path: str | Path) -> Path:
     return folder
 
 
-__all__ = ["RESERVED_NAMES", "checkpoint_folder", "shipped_checkpoint"]
-
-
 def reader_spec(spec: str) -> tuple[str, bool]:
     """A checkpoint spec without its ``+reader`` suffix, and whether it had one.
 
@@ -60,3 +58,6 @@ def reader_spec(spec: str) -> tuple[str, bool]:
     if spec.endswith(suffix) and not Path(spec).exists():
         return spec[: -len(suffix)].strip(), True
     return spec, False
+
+
+__all__ = ["READER", "RESERVED_NAMES", "TIER_SEPARATOR", "checkpoint_folder", "reader_spec", "shipped_checkpoint"]

@@ -188,21 +188,24 @@ def _sample_with_sure_disagreements(n: int = 600) -> list[LabelledItem]:
     items = []
     for k, p in enumerate(p_yes):
         label = int(p < 0.5) if k not in surest else int(p >= 0.5)
-        items.append(
-            LabelledItem(
-                seq=k,
-                item_key=f"i{k}",
-                state_text="x",
-                model_probs=[float(p), float(1 - p)],
-                marked=True,
-                eligible=False,
-                auto_label=None,
-                version=0,
-                label=label,
-                source="llm",
-            )
-        )
+        items.append(sampled_item(k, p, label))
     return items
+
+
+def sampled_item(seq: int, p_yes: float, label: int) -> LabelledItem:
+    """A labelled yes/no item of the certification sample, the model saying p(yes) = ``p_yes``."""
+    return LabelledItem(
+        seq=seq,
+        item_key=f"i{seq}",
+        state_text="x",
+        model_probs=[float(p_yes), float(1 - p_yes)],
+        marked=True,
+        eligible=False,
+        auto_label=None,
+        version=0,
+        label=label,
+        source="llm",
+    )
 
 
 def test_the_sequence_start_is_checked_and_used_by_certification():
@@ -219,21 +222,7 @@ def test_the_sequence_start_is_checked_and_used_by_certification():
 def test_later_certification_attempts_on_the_same_sample_spend_less_of_the_error_budget():
     rng = np.random.default_rng(1)
     p_yes, wrong = rng.uniform(0, 1, 400), rng.random(400) < 0.02
-    sample = [
-        LabelledItem(
-            seq=k,
-            item_key=f"i{k}",
-            state_text="x",
-            model_probs=[float(p), float(1 - p)],
-            marked=True,
-            eligible=False,
-            auto_label=None,
-            version=0,
-            label=int((p < 0.5) != w),
-            source="llm",
-        )
-        for k, (p, w) in enumerate(zip(p_yes, wrong))
-    ]
+    sample = [sampled_item(k, p, int((p < 0.5) != w)) for k, (p, w) in enumerate(zip(p_yes, wrong))]
     ap = Autopilot(":memory:", embeddings=False, background=False)
     first, tenth = ap.certify(Learner.model_answer(2), sample, 1), ap.certify(Learner.model_answer(2), sample, 10)
     assert first["certified"] and first["spent"] and first["delta"] == pytest.approx(0.1 * 6 / math.pi**2)

@@ -32,7 +32,8 @@ class ReviewInputError(ValueError):
 
 class UntaughtQuestionWarning(UserWarning):
     """A gate's model answered one of its questions without having been taught it (the response's ``x_untaught``
-    lists the question): its answers are close to chance on questions nobody taught (``bench/general``). Teach the question (``clef-agents teach``) or ask a stronger tier.
+    lists the question): its answers are close to chance on questions nobody taught (``bench/general``). Teach the
+    question (``clef-agents teach``) or ask a stronger tier.
 
     Silence it where that is known and accepted:
     ``warnings.filterwarnings("ignore", category=UntaughtQuestionWarning)``.

@@ -410,16 +410,16 @@ class DecisionNode(Runnable[Mapping[str, Any], dict[str, Any]]):
         if new:
             self._warned_untaught.update(new)
             asked = "; ".join(f"{qid!r}: {wire.content_text(questions[qid].instructions)!r:.100}" for qid in new)
+            hold = (
+                ", and this node lets them act alone (untaught_auto=True). "
+                if self.untaught_auto
+                else ": this node does not let them act alone unless its lane policy gives them a band. "
+            )
             warnings.warn(
-                f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered them "
-                "untaught, which is close to chance on questions nobody taught (bench/general)"
-                + (
-                    ", and this node lets them act alone (untaught_auto=True). "
-                    if self.untaught_auto
-                    else ": this node does not let them act alone unless its lane policy gives them a band. "
-                )
-                + "Teach the questions you rely on "
-                "with labelled examples (clef-agents teach, docs/teaching.md), or ask a stronger tier (mini+precise, docs/precise.md).",
+                f"gate {self.name!r}: model {getattr(response, 'model', '?')!r} was not taught {asked}. It answered "
+                f"them untaught, which is close to chance on questions nobody taught (bench/general){hold}Teach the "
+                "questions you rely on with labelled examples (clef-agents teach, docs/teaching.md), or ask a stronger "
+                "tier (mini+precise, docs/precise.md).",
                 UntaughtQuestionWarning,
                 stacklevel=4,
             )
