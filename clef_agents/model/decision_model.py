@@ -70,8 +70,7 @@ class ClefDecisionModel(BatchedDecisionModel):
         questions by their taught weights, the others by the routing head. ``reader=True`` (or a name
         ending in ``+reader``, e.g. ``"mini+reader"``) is the precise mode: the checkpoint's question
         reader answers the untaught questions it takes, one pass each over question, options and state,
-        2 to 8 times slower for answers on untaught questions within noise of the head's
-        (docs/reader.md, "Precise mode").
+        up to 9 times slower for untaught answers a little better than the head's (docs/measured.md).
 
         Example:
             >>> ClefDecisionModel.from_pretrained("mini").model  # doctest: +SKIP
