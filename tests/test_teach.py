@@ -116,7 +116,16 @@ def test_shuffled_options_and_subsets_stay_taught_unknown_options_fall_back(taug
     assert model.invoke(_request(record, {"team": subset})).extensions["x_taught"] == ["team"]
     assert model.invoke(_request(record, {"team": reworded})).extensions["x_taught"] == ["team"]
     assert "x_taught" not in model.invoke(_request(record, {"team": extra})).extensions
-    assert "x_taught" not in model.invoke(_request(record, {"team": other})).extensions
+    assert (
+        "x_taught"
+        not in model.invoke(_request(record, {"team": {**extra, "instructions": "which department"}})).extensions
+    )
+    # another wording with the same options is taught when its embedding is close enough (tests/test_taught_rewording.py)
+    from clef_agents import wire
+    from clef_agents.model.taught import REWORDED_TOLERANCE
+
+    _, cosine = model.engine.closest_taught(wire.validate_questions({"team": other})["team"])
+    assert ("x_taught" in model.invoke(_request(record, {"team": other})).extensions) == (cosine >= REWORDED_TOLERANCE)
 
 
 def test_questions_with_one_label_or_few_records_are_skipped(encoder_dir):

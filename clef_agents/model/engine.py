@@ -297,12 +297,23 @@ class DecisionEngine:
         return self.scorer.calibrated_log_probs(logits, batch, questions, features, taught)
 
     def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
-        """The taught weights that answer this question, or None (not taught, or an option never taught)."""
+        """The taught weights that answer this question, or None (not taught, or an option never taught); a
+        rewording of a taught question uses its weights (``Scorer.taught_entry``)."""
         return self.scorer.taught_entry(question)
 
     def taught_entries(self, questions: list[list[wire.TextQuestion]]) -> list[list[TaughtQuestion | None]]:
         """``taught_entry`` for every question of every request."""
         return self.scorer.taught_entries(questions)
+
+    def closest_taught(self, question: wire.TextQuestion) -> tuple[TaughtQuestion, float] | None:
+        """The nearest taught wording a rewording of this question could use, with its cosine
+        (``Scorer.closest_taught``; at least ``taught.REWORDED_TOLERANCE`` for ``taught_entry`` to use it).
+
+        Example:
+            >>> engine.closest_taught(Noul(instructions="SMS spam?"))[1]  # doctest: +SKIP
+            0.78
+        """
+        return self.scorer.closest_taught(question)
 
     @staticmethod
     def taught_specs(taught: list[list[TaughtQuestion | None]]) -> set[str]:

@@ -31,7 +31,7 @@ from clef_agents.model.head import (
     level_positions,
 )
 from clef_agents.model.lru import LruCache
-from clef_agents.model.taught import TaughtQuestion, TaughtQuestions, mean_pool
+from clef_agents.model.taught import REWORDED_TOLERANCE, TaughtQuestion, TaughtQuestions, mean_pool
 from clef_agents.model.tool_match import ToolMatch
 
 SCHEMA_CACHE_SIZE = 8192
@@ -108,6 +108,7 @@ class Scorer:
         self.head.to(self.device)
         self.head.eval()
         self._schemas: LruCache[QuestionSchema] = LruCache()
+        self._wordings: dict[str, torch.Tensor] = {}  # taught wording → its unit question vector
 
     # ------------------------------------------------------------------ modes and files
 
@@ -182,8 +183,9 @@ class Scorer:
         return built
 
     def clear_schemas(self) -> None:
-        """Forget cached schemas (needed after the backbone changes)."""
+        """Forget cached schemas and taught wordings' vectors (needed after the backbone changes)."""
         self._schemas.clear()
+        self._wordings.clear()
 
     def forget_head_caches(self) -> None:
         """Drop the head's cached option outputs (needed after the head's weights or mode change)."""
@@ -363,14 +365,47 @@ class Scorer:
     def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught weights that answer this question, or None (not taught, or an option never taught).
 
+        A question asked in a taught wording (case and spacing aside) uses that question's weights when
+        every option name is taught, as before; otherwise a rewording with the same type and option set
+        uses the nearest taught wording's when their cosine reaches ``REWORDED_TOLERANCE`` (``closest_taught``).
+
         Example:
             >>> scorer.taught_entry(Noul(instructions="Is this SMS message spam?")).features  # doctest: +SKIP
             'mean2max'
         """
         entry = self.taught.lookup(question)
-        if entry is None or any(name not in entry.names for name in wire.option_names(question)):
+        if entry is not None:
+            return None if any(name not in entry.names for name in wire.option_names(question)) else entry
+        closest = self.closest_taught(question)
+        return closest[0] if closest is not None and closest[1] >= REWORDED_TOLERANCE else None
+
+    def closest_taught(self, question: wire.TextQuestion) -> tuple[TaughtQuestion, float] | None:
+        """The taught question whose wording is nearest this question's among those a rewording could use
+        (``TaughtQuestions.rewording_candidates``), with the cosine of their ``question_vec``; None when
+        there is none. ``taught_entry`` uses it when a rewording's cosine reaches ``REWORDED_TOLERANCE``.
+        The question's vector is its cached schema's, which answering computes anyway.
+
+        Example:
+            >>> entry, cosine = scorer.closest_taught(Noul(instructions="Is this text message spam?"))  # doctest: +SKIP
+            >>> entry.instructions, round(cosine, 2)  # doctest: +SKIP
+            ('Is this SMS message spam?', 0.87)
+        """
+        candidates = self.taught.rewording_candidates(question) if self.taught.questions else []
+        if not candidates:
             return None
-        return entry
+        asked = F.normalize(self.schema(question).question_vec.float(), dim=-1)
+        cosines = [float(asked @ self._wording_vec(entry.instructions)) for entry in candidates]
+        best = max(range(len(candidates)), key=cosines.__getitem__)
+        return candidates[best], cosines[best]
+
+    def _wording_vec(self, instructions: str) -> torch.Tensor:
+        """A taught wording's unit question vector, embedded as ``schema`` embeds instructions (once; cached)."""
+        vector = self._wordings.get(instructions)
+        if vector is None:
+            text = wire.content_text(instructions) or "yes or no"
+            vector = F.normalize(self.encoder.embed_frozen([text])[0].float(), dim=-1)
+            self._wordings[instructions] = vector
+        return vector
 
     def taught_entries(self, questions: list[list[wire.TextQuestion]]) -> list[list[TaughtQuestion | None]]:
         """``taught_entry`` for every question of every request."""

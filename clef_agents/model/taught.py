@@ -20,7 +20,9 @@ The blend weights are fitted on held-out records, so the blend is calibrated as 
 A taught question is recognised by its type and instructions (case and spacing ignored, the
 option descriptions may change); its options are matched by name, so shuffled options and
 subsets that keep only taught names still use it. A question with an option the teaching
-never saw falls back to the head.
+never saw falls back to the head. A rewording of a taught question (the same type and option
+set, the same negation, and instructions whose frozen-backbone embedding has a cosine of at least
+``REWORDED_TOLERANCE`` with the taught wording's) uses it too (``Scorer.taught_entry``).
 
 Example:
     >>> taught = TaughtQuestions()
@@ -62,6 +64,22 @@ STORED_DTYPE = torch.float16
 """Taught weights are stored in half precision (teaching fits the blend on the rounded weights; ``storage.half``)."""
 SCALE = 5.0
 """Unit pooled states are scaled by this before the first layer."""
+REWORDED_TOLERANCE = 0.77
+"""The least cosine between a request's instructions and a taught wording (the frozen backbone's mean-pooled
+embeddings, the scorer's ``question_vec``) for a rewording to use that question's taught weights.
+
+Chosen on a fitting set only (``bench/quality/taught_rewording.py fit``; bench/quality/results/
+taught_rewording/fit.md), never tuned on the frozen test rewordings of tests/fixtures/taught_paraphrases.json:
+the highest cosine, with all-MiniLM-L6-v2 (mini's backbone), between a taught wording and a different
+question asked with the same kind of options, plus a margin of 0.05, rounded up. The different questions
+are the other sets' instructions in ``train.datasets.DATASETS`` and the question reader's yes/no wordings
+(``train.reader_data.BINARIES``), among them a taught question's opposites; the highest, 0.720, is "Is this a
+genuine personal message rather than spam?" against "Is this SMS message spam?". (The first round used only
+the ``DATASETS`` instructions and gave 0.69, which let 9 of the 27 frozen different questions through.)
+Measured for that backbone: another backbone's cosines have another scale."""
+NEGATION_WORDS = frozenset({"not", "no", "never", "none", "nothing", "nobody", "nowhere", "without"})
+"""Words that make a wording negated (``negated``); a reworded yes/no question must agree with the taught
+wording on it."""
 
 
 def parse_features(spec: str) -> tuple[int, bool]:
@@ -132,6 +150,20 @@ def taught_key(question: wire.TextQuestion) -> str:
     text = re.sub(r"\s+", " ", wire.content_text(question.instructions)).strip().lower()
     levels = len(question.criteria) if isinstance(question, wire.Score) else 0
     return hashlib.sha256(json.dumps([question.type, text, levels]).encode()).hexdigest()[:32]
+
+
+def negated(text: str) -> bool:
+    """Whether a wording says no, not, never, ... (``NEGATION_WORDS`` or a word ending in "n't").
+
+    A negated rewording of a yes/no question asks the opposite with the same options and embeds close
+    to it, so a yes/no rewording is matched only when both wordings or neither are negated.
+
+    Example:
+        >>> negated("Is this SMS message spam?"), negated("Isn't this SMS message spam?")
+        (False, True)
+    """
+    words = re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("\u2019", "'"))
+    return any(word in NEGATION_WORDS or word.endswith("n't") for word in words)
 
 
 @dataclass(frozen=True)
@@ -301,6 +333,26 @@ class TaughtQuestions:
     def lookup(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught entry for a question, if any (same type, instructions and option count rule)."""
         return self.questions.get(taught_key(question)) if self.questions else None
+
+    def rewording_candidates(self, question: wire.TextQuestion) -> list[TaughtQuestion]:
+        """The taught entries a rewording of ``question`` could use: the same type and the same option set
+        (so a score has as many levels), and for a yes/no question negated alike (``negated``); the caller
+        compares the wordings.
+
+        Example:
+            >>> from langchain_core.decisions import Noul
+            >>> TaughtQuestions().rewording_candidates(Noul(instructions="Is it spam?"))
+            []
+        """
+        names = set(wire.option_names(question))
+        flipped = negated(wire.content_text(question.instructions)) if isinstance(question, wire.Noul) else None
+        return [
+            entry
+            for entry in self.questions.values()
+            if entry.kind == question.type
+            and set(entry.names) == names
+            and (flipped is None or negated(entry.instructions) == flipped)
+        ]
 
     def add(self, key: str, taught: TaughtQuestion) -> None:
         self.questions[key] = taught

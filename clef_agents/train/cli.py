@@ -195,7 +195,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "taught",
         help="list what a checkpoint was taught: each question's type, wording, options and held-out figures",
         description="List the questions a checkpoint was taught (clef-agents teach), read from its taught.json: a "
-        "request uses the taught weights when it asks the same type and wording with taught option names.",
+        "request uses the taught weights when it asks the same type and wording with taught option names, or "
+        "rewords it with the same meaning and options (close enough in embedding: model.taught.REWORDED_TOLERANCE).",
     )
     taught.add_argument("--model", default="mini", help="checkpoint folder or 'mini' (default mini)")
     taught.add_argument(
@@ -721,7 +722,8 @@ def _run_taught(args: argparse.Namespace) -> int:
     else:
         print(taught_table(questions))
         print(
-            f"\n{args.model}: {len(questions)} taught question(s); ask one in the same wording (case and spacing aside) "
+            f"\n{args.model}: {len(questions)} taught question(s); ask one in the same wording (case and spacing aside), "
+            "or reworded with the same meaning and options (recognised above a similarity tolerance), "
             "to use its taught weights"
         )
     return 0
