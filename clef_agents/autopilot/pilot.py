@@ -21,7 +21,10 @@ assignment), so no request sees a half-loaded learner and a kill leaves the last
 
 Drift: each audit of a would-be-automatic item is checked; when the last ``drift_window`` audits hold more
 disagreements than ``1 - target`` allows (binomial tail below ``drift_alpha``), automatic answering of the
-question is withdrawn, and the sample restarts, until a later version is certified on new labels.
+question is withdrawn, and the sample restarts, until a later version is certified on new labels. A
+would-be-automatic item unlike the sample its version was certified on (``novelty.NoveltyReference``) goes to the
+teacher with probability ``novelty_audit`` as a drift check too: when the source changes, most items are unlike
+it, so the check gets answers where the change is; on a stream that does not move, few are.
 
 Example:
     >>> import numpy as np
@@ -49,6 +52,7 @@ import numpy as np
 
 from clef_agents import wire
 from clef_agents.autopilot.learner import ALL_KINDS, KINDS, Learner, LearnerInputs, fit_learner
+from clef_agents.autopilot.novelty import NOVELTY_QUANTILE, NoveltyReference
 from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord
 from clef_agents.thresholds.stats import check_start, fit_error_threshold
 
@@ -70,6 +74,9 @@ class AutopilotConfig:
         cert_window: at most this many of the newest sampled labels certify a version.
         drift_window: audits of automatic answers checked for drift.
         drift_alpha: the binomial tail below which those audits withdraw automatic answering.
+        novelty_audit: the chance that a would-be-automatic item unlike the certified sample (beyond its
+            ``novelty_quantile``) is sent to the teacher as a drift check (0: never; needs ``embeddings``).
+        novelty_quantile: the quantile of the sample's own novelty beyond which an item is unlike it.
         embeddings: give the learner the state's MiniLM sentence vector (a second, small forward per item).
         learner_kinds: the learner kinds to choose among (``learner.KINDS``; ``("embedding",)`` is the
             online-cascade baseline).
@@ -93,6 +100,8 @@ class AutopilotConfig:
     cert_window: int = 2000
     drift_window: int = 40
     drift_alpha: float = 0.01
+    novelty_audit: float = 0.25
+    novelty_quantile: float = NOVELTY_QUANTILE
     embeddings: bool = True
     learner_kinds: tuple[str, ...] = KINDS
     stop_learning_after: int | None = None
@@ -110,6 +119,10 @@ class AutopilotConfig:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} must be in (0, 1], got {value}")
+        if not 0.0 <= self.novelty_audit <= 1.0:
+            raise ValueError(f"novelty_audit must be in [0, 1], got {self.novelty_audit}")
+        if not 0.0 < self.novelty_quantile < 1.0:
+            raise ValueError(f"novelty_quantile must be in (0, 1), got {self.novelty_quantile}")
         for name in ("retrain_every", "first_retrain", "train_window", "cert_window", "drift_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -151,6 +164,9 @@ class Serving:
     learner: Learner
     threshold: float | None
     withdrawn: bool = False
+    reference: NoveltyReference | None = None
+    """The sample it was certified on, for drift checks (set on certification, or on first use after a load)."""
+    reference_built: bool = False
 
     @property
     def active(self) -> bool:
@@ -407,7 +423,8 @@ class Autopilot:
         scored = serving.learner.predict_proba(self.inputs([state_text], [probs], serving.learner.use_embeddings))[0]
         label, probability = int(np.argmax(scored)), float(np.max(scored))
         eligible = serving.active and probability >= serving.threshold  # type: ignore[operator]
-        lane = "auto" if eligible and not marked else "teacher"
+        checked = eligible and not marked and self._drawn_for_novelty(q, serving, key, state_text)
+        lane = "auto" if eligible and not marked and not checked else "teacher"
         self.store.add_item(
             ItemRecord(
                 key,
@@ -429,8 +446,33 @@ class Autopilot:
             probability,
             marked,
             serving.version,
-            _reason(lane, marked, eligible, serving, probability),
+            _reason(lane, marked, eligible, serving, probability, checked),
         )
+
+    def _drawn_for_novelty(self, q: _Question, serving: Serving, key: str, state_text: str) -> bool:
+        """Whether a would-be-automatic item is unlike its version's sample and drawn for a drift check."""
+        if self.config.novelty_audit <= 0 or not self.config.embeddings:
+            return False
+        if uniform_draw(key, self.config.seed + 1) >= self.config.novelty_audit:
+            return False
+        reference = self._reference(q, serving)
+        return reference is not None and reference.is_novel(self.embedder.embed([state_text])[0])
+
+    def _reference(self, q: _Question, serving: Serving) -> NoveltyReference | None:
+        """The serving version's reference, rebuilt from its certification sample after a load."""
+        if not serving.reference_built:
+            version = next((v for v in self.store.versions(q.key) if v.version == serving.version), None)
+            last = int(version.report.get("last_seq", 0)) if version is not None else 0
+            items = self.store.labelled(q.key)
+            sample = [i for i in items if i.marked and q.since_seq < i.seq <= last][-self.config.cert_window :]
+            serving.reference = self._reference_of(sample)
+            serving.reference_built = True
+        return serving.reference
+
+    def _reference_of(self, sample: Sequence[Any]) -> NoveltyReference | None:
+        if not sample or not self.config.embeddings or self.config.novelty_audit <= 0:
+            return None
+        return NoveltyReference.of(self.embedder.embed([i.state_text for i in sample]), self.config.novelty_quantile)
 
     def _repeat(self, stored: ItemRecord, q: _Question) -> AutoDecision:
         label = stored.auto_label if stored.auto_label is not None else int(np.argmax(stored.model_probs))
@@ -463,7 +505,8 @@ class Autopilot:
             return False
         with q.lock:
             q.labels_seen += 1
-            if stored.marked and stored.eligible and stored.version == q.serving.version and q.serving.active:
+            checked = stored.eligible and stored.lane == "teacher"  # an audit or a drift check on a novel item
+            if checked and stored.version == q.serving.version and q.serving.active:
                 self._check_drift(q, stored.auto_label == int(label))
         self._retrain_if_due(q)
         return True
@@ -600,6 +643,7 @@ class Autopilot:
             for v in self.store.versions(key)
         )
         certificate = self.certify(learner, sample, attempt)
+        reference = self._reference_of(sample) if certificate["certified"] else None
         version = max([v.version for v in self.store.versions(key)] + [0]) + 1
         report = {
             "labels": len(items),
@@ -627,7 +671,7 @@ class Autopilot:
             q.retrain_pending = False
             q.last_retrain_s = report["seconds"]
             if record.certified:
-                q.serving = Serving(version, learner, record.threshold)
+                q.serving = Serving(version, learner, record.threshold, reference=reference, reference_built=True)
                 q.audits = []
         self.store.add_event(
             key,
@@ -797,7 +841,7 @@ def question_status(store: LabelStore, live: Mapping[str, _Question] | None = No
     return rows
 
 
-def _reason(lane: str, marked: bool, eligible: bool, serving: Serving, probability: float) -> str:
+def _reason(lane: str, marked: bool, eligible: bool, serving: Serving, probability: float, checked: bool) -> str:
     if lane == "auto":
         return (
             f"autopilot: version {serving.version} says p={probability:.3f} >= its certified threshold "
@@ -805,6 +849,11 @@ def _reason(lane: str, marked: bool, eligible: bool, serving: Serving, probabili
         )
     if marked and eligible:
         return f"autopilot: would answer alone (p={probability:.3f}) but drawn for an audit: ask the teacher"
+    if checked:
+        return (
+            f"autopilot: would answer alone (p={probability:.3f}) but the state is unlike those version "
+            f"{serving.version} was certified on, and drawn for a drift check: ask the teacher"
+        )
     if serving.withdrawn:
         return f"autopilot: version {serving.version} was withdrawn after audits disagreed: ask the teacher"
     if serving.threshold is None:
