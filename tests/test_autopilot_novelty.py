@@ -4,6 +4,7 @@ the teacher now and then, so a change of source is caught sooner; on a stream th
 from __future__ import annotations
 
 import hashlib
+import time
 
 import numpy as np
 import pytest
@@ -101,3 +102,24 @@ def test_a_stream_that_does_not_move_gets_few_drift_checks_and_no_withdrawal():
     assert (lanes == "auto").sum() > 500
     assert 0 < checks.sum() <= 0.15 * (lanes == "auto").sum(), checks.sum()
     assert not withdrawals(ap)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_after_a_restart_the_reference_is_rebuilt_from_the_certification_sample(tmp_path, background):
+    stream = stream_of(1500, seed=5)
+    first = Autopilot(tmp_path / "ap.sqlite", background=False, embedder=SourceEmbedder(), novelty_audit=1.0)
+    replay(first, QUESTION, stream, lambda i: int(stream.gold[i]))
+    before = first.serving("replay", "q", QUESTION).reference
+    assert before is not None
+    first.store.close()
+
+    again = Autopilot(tmp_path / "ap.sqlite", background=background, embedder=SourceEmbedder(), novelty_audit=1.0)
+    for i in range(40):  # fresh items, some of them would-be-automatic: the first such asks for the reference
+        again.decide("replay", "q", QUESTION, f"{stream.texts[i % 3]} again {i}", [1 / 3] * 3)
+    serving = again.serving("replay", "q", QUESTION)
+    deadline = time.monotonic() + 30
+    while not serving.reference_built and time.monotonic() < deadline:  # built off the request path
+        time.sleep(0.05)
+    assert serving.reference is not None
+    assert np.allclose(np.sort(serving.reference.vectors, axis=0), np.sort(before.vectors, axis=0))
+    assert serving.reference.cutoff == pytest.approx(before.cutoff)

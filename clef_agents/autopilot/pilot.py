@@ -165,8 +165,9 @@ class Serving:
     threshold: float | None
     withdrawn: bool = False
     reference: NoveltyReference | None = None
-    """The sample it was certified on, for drift checks (set on certification, or on first use after a load)."""
+    """The sample it was certified on, for drift checks (set on certification, or after a load)."""
     reference_built: bool = False
+    reference_pending: bool = False
 
     @property
     def active(self) -> bool:
@@ -459,15 +460,31 @@ class Autopilot:
         return reference is not None and reference.is_novel(self.embedder.embed([state_text])[0])
 
     def _reference(self, q: _Question, serving: Serving) -> NoveltyReference | None:
-        """The serving version's reference, rebuilt from its certification sample after a load."""
-        if not serving.reference_built:
+        """The serving version's reference. After a load it is rebuilt from the version's certification sample:
+        off the request path in a thread of its own (no drift checks until it is there), inline without a
+        background worker."""
+        if serving.reference_built or serving.reference_pending:
+            return serving.reference
+        if not self.background:
+            self._build_reference(q, serving)
+        else:
+            serving.reference_pending = True
+            threading.Thread(
+                target=self._build_reference, args=(q, serving), name="autopilot-reference", daemon=True
+            ).start()
+        return serving.reference
+
+    def _build_reference(self, q: _Question, serving: Serving) -> None:
+        try:
             version = next((v for v in self.store.versions(q.key) if v.version == serving.version), None)
             last = int(version.report.get("last_seq", 0)) if version is not None else 0
             items = self.store.labelled(q.key)
             sample = [i for i in items if i.marked and q.since_seq < i.seq <= last][-self.config.cert_window :]
             serving.reference = self._reference_of(sample)
-            serving.reference_built = True
-        return serving.reference
+        except Exception:  # no reference means no drift checks on novel items; the audits still run
+            logger.exception("autopilot: the novelty reference of %s could not be built", q.key)
+        finally:
+            serving.reference_built, serving.reference_pending = True, False
 
     def _reference_of(self, sample: Sequence[Any]) -> NoveltyReference | None:
         if not sample or not self.config.embeddings or self.config.novelty_audit <= 0:
