@@ -102,6 +102,8 @@ def test_a_stream_that_does_not_move_gets_few_drift_checks_and_no_withdrawal():
     assert (lanes == "auto").sum() > 500
     assert 0 < checks.sum() <= 0.15 * (lanes == "auto").sum(), checks.sum()
     assert not withdrawals(ap)
+    (row,) = ap.status()
+    assert row["drift_checks"] == checks.sum() and row["audits"] > 0
 
 
 @pytest.mark.parametrize("background", [False, True])
@@ -123,3 +125,17 @@ def test_after_a_restart_the_reference_is_rebuilt_from_the_certification_sample(
     assert serving.reference is not None
     assert np.allclose(np.sort(serving.reference.vectors, axis=0), np.sort(before.vectors, axis=0))
     assert serving.reference.cutoff == pytest.approx(before.cutoff)
+
+
+def test_the_status_command_counts_audits_and_drift_checks(tmp_path, capsys):
+    from clef_agents.cli import main
+
+    stream = stream_of(2600, change_at=2000, seed=3)
+    ap = Autopilot(tmp_path / "ap.sqlite", background=False, embedder=SourceEmbedder(), novelty_audit=1.0)
+    replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    (row,) = ap.status()
+    ap.store.close()
+    assert main(["autopilot", "status", "--store", str(tmp_path / "ap.sqlite")]) == 0
+    printed = capsys.readouterr().out
+    assert f"{row['audits']} audits, {row['drift_checks']} drift checks on novel items" in printed
+    assert row["drift_checks"] > 0 and row["state"] in printed

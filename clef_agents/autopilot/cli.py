@@ -1,7 +1,8 @@
 """``clef-agents autopilot``: see what the autopilot has learned, replay a labelled stream through it, reset it.
 
 - ``status --store F``: per question, items, labels by source, teacher calls saved, the certified threshold and
-  its bound, the version, the last retrain and the drift state (``--json`` for machines);
+  its bound, the version, the last retrain, the drift state, and the audits and drift checks on novel items
+  (``--json`` for machines);
 - ``replay --records R``: run decision records through a fresh autopilot, each record's label standing in for
   the teacher's answer, and report teacher calls, accuracy and automatic agreement (``--plot`` draws the
   teacher-call share along the stream);
@@ -95,6 +96,11 @@ def _status(args: argparse.Namespace) -> int:
             print(
                 f"{'':<40} certified on {c['sample']} sampled labels: {c['accepted']} would be automatic, "
                 f"{c['disagreements']} of them disagree with the teacher"
+            )
+        if row["audits"] or row["drift_checks"]:
+            print(
+                f"{'':<40} would-be-automatic items sent to the teacher: {row['audits']} audits, "
+                f"{row['drift_checks']} drift checks on novel items"
             )
     return 0
 

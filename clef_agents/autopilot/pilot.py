@@ -846,6 +846,8 @@ def question_status(store: LabelStore, live: Mapping[str, _Question] | None = No
                 "saved_share": auto / counts["items"] if counts["items"] else 0.0,
                 "labels": counts["labels"],
                 "failed_teacher_answers": counts["failures"],
+                "audits": counts["audits"],
+                "drift_checks": counts["drift_checks"],
                 "version": certified[-1].version if certified else None,
                 "threshold": certified[-1].threshold if certified else None,
                 "certificate": certified[-1].report.get("certificate") if certified else None,

@@ -427,7 +427,8 @@ class LabelStore:
         return [{"question_key": r[0], "gate": r[1], "question_id": r[2], "question": json.loads(r[3])} for r in rows]
 
     def counts(self, question_key: str) -> dict[str, Any]:
-        """Items, lanes, labels by source and failed teacher answers of a question."""
+        """Items, lanes, labels by source and failed teacher answers of a question, and how many would-be-automatic
+        items went to the teacher as audits (drawn into the sample) or as drift checks on novel items."""
         lanes = dict(
             self._rows("SELECT lane, COUNT(*) FROM items WHERE question_key = ? GROUP BY lane", (question_key,))
         )
@@ -442,4 +443,18 @@ class LabelStore:
             "SELECT COUNT(*) FROM failures f JOIN items i ON i.item_key = f.item_key WHERE i.question_key = ?",
             (question_key,),
         )[0][0]
-        return {"items": sum(lanes.values()), "lanes": lanes, "labels": sources, "failures": int(failures)}
+        checks = dict(
+            self._rows(
+                "SELECT marked, COUNT(*) FROM items WHERE question_key = ? AND eligible = 1 AND lane = 'teacher' "
+                "GROUP BY marked",
+                (question_key,),
+            )
+        )
+        return {
+            "items": sum(lanes.values()),
+            "lanes": lanes,
+            "labels": sources,
+            "failures": int(failures),
+            "audits": int(checks.get(1, 0)),
+            "drift_checks": int(checks.get(0, 0)),
+        }
