@@ -478,13 +478,17 @@ class Autopilot:
         try:
             version = next((v for v in self.store.versions(q.key) if v.version == serving.version), None)
             last = int(version.report.get("last_seq", 0)) if version is not None else 0
-            items = self.store.labelled(q.key)
-            sample = [i for i in items if i.marked and q.since_seq < i.seq <= last][-self.config.cert_window :]
-            serving.reference = self._reference_of(sample)
+            serving.reference = self._reference_of(self._sample(self.store.labelled(q.key), q.since_seq, last))
         except Exception:  # no reference means no drift checks on novel items; the audits still run
             logger.exception("autopilot: the novelty reference of %s could not be built", q.key)
         finally:
             serving.reference_built, serving.reference_pending = True, False
+
+    def _sample(self, items: Sequence[Any], since_seq: int, last_seq: int | None = None) -> list[Any]:
+        """The certification sample among labelled items: the newest ``cert_window`` drawn into it after
+        ``since_seq`` (and up to ``last_seq``, for the sample a stored version was certified on)."""
+        drawn = [i for i in items if i.marked and i.seq > since_seq and (last_seq is None or i.seq <= last_seq)]
+        return drawn[-self.config.cert_window :]
 
     def _reference_of(self, sample: Sequence[Any]) -> NoveltyReference | None:
         if not sample or not self.config.embeddings or self.config.novelty_audit <= 0:
@@ -653,7 +657,7 @@ class Autopilot:
         started = time.perf_counter()
         items = self.store.labelled(key)
         train = self._training_labels(items, q.since_seq)
-        sample = [i for i in items if i.marked and i.seq > q.since_seq][-self.config.cert_window :]
+        sample = self._sample(items, q.since_seq)
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
         attempt = 1 + sum(
             v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)

@@ -174,7 +174,7 @@ class Scorer:
             return cached
         wire.raise_if_cancelled()  # a server abandoned this request: stop before the next encoder pass
         texts = option_texts(question)
-        vectors = self.encoder.embed_frozen([*texts, wire.content_text(question.instructions) or "yes or no"])
+        vectors = self.encoder.embed_frozen([*texts, instruction_text(question.instructions)])
         types, levels = option_types(question)
         built = QuestionSchema(
             option_vec=vectors[:-1], question_vec=vectors[-1], option_type=types, option_level=levels
@@ -402,8 +402,7 @@ class Scorer:
         """A taught wording's unit question vector, embedded as ``schema`` embeds instructions (once; cached)."""
         vector = self._wordings.get(instructions)
         if vector is None:
-            text = wire.content_text(instructions) or "yes or no"
-            vector = F.normalize(self.encoder.embed_frozen([text])[0].float(), dim=-1)
+            vector = F.normalize(self.encoder.embed_frozen([instruction_text(instructions)])[0].float(), dim=-1)
             self._wordings[instructions] = vector
         return vector
 
@@ -415,6 +414,16 @@ class Scorer:
     def taught_specs(taught: list[list[TaughtQuestion | None]]) -> set[str]:
         """The feature specs the given taught entries read (empty when none is taught)."""
         return {entry.features for row in taught for entry in row if entry is not None}
+
+
+def instruction_text(instructions: Any) -> str:
+    """The text a question's instructions are embedded from (``QuestionSchema.question_vec``).
+
+    Example:
+        >>> instruction_text("Is this spam?"), instruction_text("")
+        ('Is this spam?', 'yes or no')
+    """
+    return wire.content_text(instructions) or "yes or no"
 
 
 def option_texts(question: wire.TextQuestion) -> list[str]:
