@@ -4,11 +4,11 @@
 without torch (``read_taught``), and ``ClefDecisionModel.taught_questions`` gives the same list for
 a loaded model. ``clef-agents taught --model M`` prints it as a table (``--json`` for JSON). A
 request uses a question's taught weights when it asks the same type and wording (case and spacing
-aside) with taught option names, or when it rewords the question with the same meaning and the same
+aside) with taught option names, or, for a choice question, when it rewords the question with the same
 option set: a rewording whose embedding is close enough to the taught wording's (a cosine of at least
-``model.taught.REWORDED_TOLERANCE``, 0.69 for mini's backbone; a yes/no rewording must also be negated
-alike). The wording shown here is the surest to ask: a terse or loose rewording may fall short of the
-tolerance and be answered by the routing head alone (the response's ``x_untaught`` lists it).
+``model.taught.REWORDED_TOLERANCE``, 0.77 for mini's backbone). Yes/no and score questions are recognised
+only in their taught wording. The wording shown here is the surest to ask: a terse or loose rewording may
+fall short of the tolerance and be answered by the routing head alone (the response's ``x_untaught`` lists it).
 
 Example:
     >>> info = TaughtQuestionInfo.from_stored({"type": "noul", "instructions": "Is this SMS message spam?",

@@ -46,7 +46,7 @@ def _taught(kind: str, instructions: str, names: list[str]):
     )
 
 
-def test_rewording_candidates_need_the_type_the_option_set_and_the_same_negation():
+def test_only_a_choice_with_the_taught_option_set_is_a_rewording_candidate():
     from langchain_core.decisions import Choice, Noul, Score
 
     from clef_agents.model.taught import TaughtQuestions, taught_key
@@ -55,8 +55,9 @@ def test_rewording_candidates_need_the_type_the_option_set_and_the_same_negation
     intents = _taught("choice", "Which intent?", ["a", "b", "c"])
     levels = _taught("score", "How positive?", ["0", "1", "2"])
     taught = TaughtQuestions({"s": spam, "i": intents, "l": levels})
-    assert taught.rewording_candidates(Noul(instructions="SMS spam?")) == [spam]
-    assert taught.rewording_candidates(Noul(instructions="Is this SMS not spam?")) == []
+    # yes/no and score options name no subject: an opposite question has them too, so only the wording counts
+    assert taught.rewording_candidates(Noul(instructions="SMS spam?")) == []
+    assert taught.rewording_candidates(Score(instructions="How good?", criteria=["x", "y", "z"])) == []
     assert taught.rewording_candidates(Choice(instructions="Intent?", criteria={"a": None, "b": None, "c": None})) == [
         intents
     ]
@@ -65,20 +66,8 @@ def test_rewording_candidates_need_the_type_the_option_set_and_the_same_negation
     ]
     assert taught.rewording_candidates(Choice(instructions="Intent?", criteria={"a": None, "b": None})) == []
     assert taught.rewording_candidates(Choice(instructions="Intent?", criteria={"a": None, "b": None, "d": None})) == []
-    assert taught.rewording_candidates(Score(instructions="How good?", criteria=["x", "y", "z"])) == [levels]
-    assert taught.rewording_candidates(Score(instructions="How good?", criteria=["x", "y"])) == []
     # the exact lookup is as before: a subset of taught names still finds its entry by wording
     assert taught_key(Noul(instructions=SMS)) != taught_key(Noul(instructions="SMS spam?"))
-
-
-def test_negated_reads_negation_words_and_contractions():
-    from clef_agents.model.taught import negated
-
-    assert not negated(SMS)
-    assert negated("Is this SMS not spam?")
-    assert negated("Isn\u2019t this spam?")
-    assert negated("Should it never run?")
-    assert not negated("Is this a notice?")
 
 
 @pytest.fixture(scope="module")
@@ -121,23 +110,27 @@ def test_the_exact_wording_is_taught_as_before(mini):
 
 
 @pytest.mark.integration
-def test_a_frozen_paraphrase_uses_the_taught_weights(mini):
+def test_a_frozen_choice_paraphrase_uses_the_taught_weights(mini):
+    from clef_agents import wire
     from clef_agents.model.taught import REWORDED_TOLERANCE
 
-    reworded = _frozen(SMS)["paraphrases"][1]  # "SMS spam?"
-    exact_label, _ = _ask(mini, {"type": "noul", "instructions": SMS})
-    label, extensions = _ask(mini, {"type": "noul", "instructions": reworded})
+    banking = _frozen(BANKING)["paraphrases"][0]
+    question = wire.validate_questions({"q": _banking(banking)})["q"]
+    entry, cosine = mini.engine.closest_taught(question)
+    assert entry.instructions == BANKING and cosine >= REWORDED_TOLERANCE
+    assert mini.engine.taught_entry(question).instructions == BANKING
+    exact_label, _ = _ask(mini, _banking(BANKING))
+    label, extensions = _ask(mini, _banking(banking))
     assert extensions.get("x_taught") == ["q"] and "x_untaught" not in extensions
     assert label == exact_label
-    from clef_agents import wire
 
-    entry, cosine = mini.engine.closest_taught(
-        wire.validate_questions({"q": {"type": "noul", "instructions": reworded}})["q"]
-    )
-    assert entry.instructions == SMS and cosine >= REWORDED_TOLERANCE
-    # a choice paraphrase with the taught option set
-    banking = _frozen(BANKING)["paraphrases"][0]
-    assert mini.engine.taught_entry(wire.validate_questions({"q": _banking(banking)})["q"]).instructions == BANKING
+
+@pytest.mark.integration
+def test_a_yes_no_question_is_taught_in_its_own_wording_only(mini):
+    # bench/general's inverted wording embeds at 0.818 from the taught tool question, above the tolerance
+    for text in (_frozen(SMS)["paraphrases"][1], "Are all of the listed tools irrelevant to the user's request?"):
+        _, extensions = _ask(mini, {"type": "noul", "instructions": text})
+        assert extensions.get("x_untaught") == ["q"] and "x_taught" not in extensions, text
 
 
 @pytest.mark.integration
@@ -146,7 +139,7 @@ def test_a_different_question_with_the_same_options_is_not_taught(mini):
 
     # Not every frozen different question stays out: some reach the tolerance (bench/quality/results/
     # taught_rewording/measure.md); these guard the ones that did not.
-    for text in _frozen(SMS)["negatives"][1:2] + _frozen(BANKING)["negatives"]:
+    for text in _frozen(SMS)["negatives"] + _frozen(BANKING)["negatives"]:
         question = {"type": "noul", "instructions": text} if "SMS" in text else _banking(text)
         assert mini.engine.taught_entry(wire.validate_questions({"q": question})["q"]) is None, text
     _, extensions = _ask(mini, {"type": "noul", "instructions": "Is this SMS not spam?"})

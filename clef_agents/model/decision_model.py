@@ -141,8 +141,8 @@ class ClefDecisionModel(BatchedDecisionModel):
         """What this model was taught (``clef-agents teach``): per taught question its type, wording,
         options and held-out figures, as its checkpoint's ``taught.json`` stores them (empty when
         nothing was taught). A request uses the taught weights when it asks the same type and
-        wording (case and spacing aside) with taught option names, or rewords it with the same options
-        (cosine at least ``model.taught.REWORDED_TOLERANCE``). ``clef-agents taught`` prints them.
+        wording (case and spacing aside) with taught option names, or rewords a choice question with the
+        same options (cosine at least ``model.taught.REWORDED_TOLERANCE``). ``clef-agents taught`` prints them.
 
         Example:
             >>> [(q.type, q.instructions) for q in ClefDecisionModel.from_pretrained("mini").taught_questions][2]  # doctest: +SKIP

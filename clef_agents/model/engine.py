@@ -298,7 +298,7 @@ class DecisionEngine:
 
     def taught_entry(self, question: wire.TextQuestion) -> TaughtQuestion | None:
         """The taught weights that answer this question, or None (not taught, or an option never taught); a
-        rewording of a taught question uses its weights (``Scorer.taught_entry``)."""
+        rewording of a taught choice question uses its weights (``Scorer.taught_entry``)."""
         return self.scorer.taught_entry(question)
 
     def taught_entries(self, questions: list[list[wire.TextQuestion]]) -> list[list[TaughtQuestion | None]]:
@@ -310,7 +310,7 @@ class DecisionEngine:
         (``Scorer.closest_taught``; at least ``taught.REWORDED_TOLERANCE`` for ``taught_entry`` to use it).
 
         Example:
-            >>> engine.closest_taught(Noul(instructions="SMS spam?"))[1]  # doctest: +SKIP
+            >>> engine.closest_taught(Choice(instructions="Which intent?", criteria=banking_intents))[1]  # doctest: +SKIP
             0.78
         """
         return self.scorer.closest_taught(question)

@@ -366,7 +366,7 @@ class Scorer:
         """The taught weights that answer this question, or None (not taught, or an option never taught).
 
         A question asked in a taught wording (case and spacing aside) uses that question's weights when
-        every option name is taught, as before; otherwise a rewording with the same type and option set
+        every option name is taught, as before; otherwise a choice rewording with the same option set
         uses the nearest taught wording's when their cosine reaches ``REWORDED_TOLERANCE`` (``closest_taught``).
 
         Example:
@@ -386,9 +386,9 @@ class Scorer:
         The question's vector is its cached schema's, which answering computes anyway.
 
         Example:
-            >>> entry, cosine = scorer.closest_taught(Noul(instructions="Is this text message spam?"))  # doctest: +SKIP
+            >>> entry, cosine = scorer.closest_taught(Choice(instructions="What does the customer want?", criteria=banking_intents))  # doctest: +SKIP
             >>> entry.instructions, round(cosine, 2)  # doctest: +SKIP
-            ('Is this SMS message spam?', 0.87)
+            ('Which banking request is the customer making in this message?', 0.8)
         """
         candidates = self.taught.rewording_candidates(question) if self.taught.questions else []
         if not candidates:

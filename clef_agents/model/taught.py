@@ -20,9 +20,11 @@ The blend weights are fitted on held-out records, so the blend is calibrated as 
 A taught question is recognised by its type and instructions (case and spacing ignored, the
 option descriptions may change); its options are matched by name, so shuffled options and
 subsets that keep only taught names still use it. A question with an option the teaching
-never saw falls back to the head. A rewording of a taught question (the same type and option
-set, the same negation, and instructions whose frozen-backbone embedding has a cosine of at least
-``REWORDED_TOLERANCE`` with the taught wording's) uses it too (``Scorer.taught_entry``).
+never saw falls back to the head. A rewording of a taught choice question (the same option set,
+and instructions whose frozen-backbone embedding has a cosine of at least ``REWORDED_TOLERANCE``
+with the taught wording's) uses it too (``Scorer.taught_entry``). Yes/no and score questions are
+recognised only in their taught wording: their options say nothing of what is asked, and an
+opposite question ("Are all of the listed tools irrelevant ...?") embeds as close as a rewording.
 
 Example:
     >>> taught = TaughtQuestions()
@@ -76,10 +78,9 @@ are the other sets' instructions in ``train.datasets.DATASETS`` and the question
 (``train.reader_data.BINARIES``), among them a taught question's opposites; the highest, 0.720, is "Is this a
 genuine personal message rather than spam?" against "Is this SMS message spam?". (The first round used only
 the ``DATASETS`` instructions and gave 0.69, which let 9 of the 27 frozen different questions through.)
-Measured for that backbone: another backbone's cosines have another scale."""
-NEGATION_WORDS = frozenset({"not", "no", "never", "none", "nothing", "nobody", "nowhere", "without"})
-"""Words that make a wording negated (``negated``); a reworded yes/no question must agree with the taught
-wording on it."""
+Measured for that backbone: another backbone's cosines have another scale. Applied to choice questions only
+(``TaughtQuestions.rewording_candidates``): bench/general's inverted yes/no wording "Are all of the listed tools
+irrelevant to the user's request?" reached 0.818 against the taught tool-relevance question."""
 
 
 def parse_features(spec: str) -> tuple[int, bool]:
@@ -150,20 +151,6 @@ def taught_key(question: wire.TextQuestion) -> str:
     text = re.sub(r"\s+", " ", wire.content_text(question.instructions)).strip().lower()
     levels = len(question.criteria) if isinstance(question, wire.Score) else 0
     return hashlib.sha256(json.dumps([question.type, text, levels]).encode()).hexdigest()[:32]
-
-
-def negated(text: str) -> bool:
-    """Whether a wording says no, not, never, ... (``NEGATION_WORDS`` or a word ending in "n't").
-
-    A negated rewording of a yes/no question asks the opposite with the same options and embeds close
-    to it, so a yes/no rewording is matched only when both wordings or neither are negated.
-
-    Example:
-        >>> negated("Is this SMS message spam?"), negated("Isn't this SMS message spam?")
-        (False, True)
-    """
-    words = re.findall(r"[a-z]+(?:'[a-z]+)?", text.lower().replace("\u2019", "'"))
-    return any(word in NEGATION_WORDS or word.endswith("n't") for word in words)
 
 
 @dataclass(frozen=True)
@@ -335,24 +322,19 @@ class TaughtQuestions:
         return self.questions.get(taught_key(question)) if self.questions else None
 
     def rewording_candidates(self, question: wire.TextQuestion) -> list[TaughtQuestion]:
-        """The taught entries a rewording of ``question`` could use: the same type and the same option set
-        (so a score has as many levels), and for a yes/no question negated alike (``negated``); the caller
-        compares the wordings.
+        """The taught entries a rewording of ``question`` could use: taught choice questions with the same
+        option set, when ``question`` is a choice (yes/no and score options name no subject, so an opposite
+        question would pass); the caller compares the wordings.
 
         Example:
             >>> from langchain_core.decisions import Noul
             >>> TaughtQuestions().rewording_candidates(Noul(instructions="Is it spam?"))
             []
         """
+        if not isinstance(question, wire.Choice):
+            return []
         names = set(wire.option_names(question))
-        flipped = negated(wire.content_text(question.instructions)) if isinstance(question, wire.Noul) else None
-        return [
-            entry
-            for entry in self.questions.values()
-            if entry.kind == question.type
-            and set(entry.names) == names
-            and (flipped is None or negated(entry.instructions) == flipped)
-        ]
+        return [entry for entry in self.questions.values() if entry.kind == "choice" and set(entry.names) == names]
 
     def add(self, key: str, taught: TaughtQuestion) -> None:
         self.questions[key] = taught

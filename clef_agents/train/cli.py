@@ -196,7 +196,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list what a checkpoint was taught: each question's type, wording, options and held-out figures",
         description="List the questions a checkpoint was taught (clef-agents teach), read from its taught.json: a "
         "request uses the taught weights when it asks the same type and wording with taught option names, or "
-        "rewords it with the same meaning and options (close enough in embedding: model.taught.REWORDED_TOLERANCE).",
+        "rewords a choice question with the same options (close enough in embedding: model.taught.REWORDED_TOLERANCE).",
     )
     taught.add_argument("--model", default="mini", help="checkpoint folder or 'mini' (default mini)")
     taught.add_argument(
@@ -723,7 +723,7 @@ def _run_taught(args: argparse.Namespace) -> int:
         print(taught_table(questions))
         print(
             f"\n{args.model}: {len(questions)} taught question(s); ask one in the same wording (case and spacing aside), "
-            "or reworded with the same meaning and options (recognised above a similarity tolerance), "
+            "or, for a choice, reworded with the same options (recognised above a similarity tolerance), "
             "to use its taught weights"
         )
     return 0
