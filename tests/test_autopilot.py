@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from clef_agents.autopilot import Autopilot, LabelStore
+from clef_agents.autopilot.certify import attempt_share
 from clef_agents.autopilot.learner import Learner
-from clef_agents.autopilot.pilot import AutopilotConfig, attempt_share
+from clef_agents.autopilot.pilot import AutopilotConfig
 from clef_agents.autopilot.replay import Stream, replay
 from clef_agents.autopilot.store import LabelledItem
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 from clef_agents.lazy import lazy_attributes
 
 _EXPORTS = {
-    "pilot": ("Autopilot", "AutopilotConfig", "AutoDecision", "Serving", "question_key", "item_key", "question_status"),
+    "pilot": ("Autopilot", "AutopilotConfig", "AutoDecision", "Serving", "question_key", "item_key"),
+    "status": ("question_status",),
+    "certify": ("certify_answers",),
     "store": ("LabelStore", "LABEL_SOURCES"),
     "learner": ("Learner", "LearnerInputs", "fit_learner"),
     "embedder": ("SentenceEmbedder",),

@@ -71,7 +71,7 @@ def _open(path: Path) -> Any:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from clef_agents.autopilot.pilot import question_status
+    from clef_agents.autopilot.status import question_status
 
     rows = question_status(_open(args.store))
     if args.json:

@@ -39,11 +39,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,10 +50,12 @@ from typing import Any
 import numpy as np
 
 from clef_agents import wire
+from clef_agents.autopilot.certify import certify_answers, drift_p_value
 from clef_agents.autopilot.learner import ALL_KINDS, KINDS, Learner, LearnerInputs, fit_learner
 from clef_agents.autopilot.novelty import NOVELTY_QUANTILE, NoveltyReference
+from clef_agents.autopilot.status import question_status
 from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord
-from clef_agents.thresholds.stats import check_start, fit_error_threshold
+from clef_agents.thresholds.stats import check_start
 
 logger = logging.getLogger(__name__)
 
@@ -215,18 +216,6 @@ def uniform_draw(key: str, seed: int) -> float:
     """
     digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def drift_p_value(errors: int, n: int, target: float) -> float:
-    """P(at least ``errors`` disagreements in ``n`` audits) if agreement were exactly ``target``.
-
-    Example:
-        >>> round(drift_p_value(4, 15, 0.95), 4)
-        0.0055
-    """
-    from clef_agents.thresholds.stats import binomial_cdf  # noqa: PLC0415
-
-    return 1.0 - binomial_cdf(errors - 1, n, 1.0 - target) if errors > 0 else 1.0
 
 
 class Autopilot:
@@ -741,40 +730,19 @@ class Autopilot:
         of the question is certified while it falls short of the target stays within ``1 - confidence``. Only
         attempts that ran a test (``spent``) count; a withdrawal starts a new sample and a new count.
         """
-        if not sample:
-            return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
-        counts = np.bincount([i.label for i in sample], minlength=learner.n_options)
-        if np.sort(counts)[-2] < self.config.min_minority:
-            return {
-                "certified": False,
-                "threshold": None,
-                "sample": len(sample),
-                "reason": f"the teacher gave one answer to nearly everything in the sample ({counts.tolist()}); at least two "
-                f"answers given {self.config.min_minority} times each are needed",
-            }
-        inputs = self.inputs([i.state_text for i in sample], [i.model_probs for i in sample], learner.use_embeddings)
-        probs = learner.predict_proba(inputs)
-        labels = np.array([i.label for i in sample])
-        delta = (1.0 - self.config.confidence) * attempt_share(attempt)
-        fit = fit_error_threshold(
-            probs.max(axis=1),
-            probs.argmax(axis=1) == labels,
-            target=1.0 - self.config.target,
-            delta=delta,
-            seed=len(sample),
-            start=self.config.sequence_start,
+        probs = np.zeros((0, learner.n_options))
+        if sample:
+            texts, model_probs = [i.state_text for i in sample], [i.model_probs for i in sample]
+            probs = learner.predict_proba(self.inputs(texts, model_probs, learner.use_embeddings))
+        return certify_answers(
+            probs,
+            np.array([i.label for i in sample], dtype=int),
+            target=self.config.target,
+            confidence=self.config.confidence,
+            attempt=attempt,
+            min_minority=self.config.min_minority,
+            sequence_start=self.config.sequence_start,
         )
-        return {
-            "certified": bool(fit.certified),
-            "threshold": float(fit.threshold) if fit.certified else None,
-            "accepted": int(fit.accepted),
-            "disagreements": int(fit.errors),
-            "sample": len(sample),
-            "reason": fit.reason,
-            "attempt": attempt,
-            "delta": delta,
-            "spent": bool(fit.tested),
-        }
 
     # ------------------------------------------------------------------ reading
 
@@ -785,20 +753,7 @@ class Autopilot:
     def status(self) -> list[dict[str, Any]]:
         """Per question: labels by source, teacher calls saved, the certified threshold and bound, the version,
         the last retrain and the drift state."""
-        return question_status(self.store, self._questions)
-
-
-def attempt_share(attempt: int) -> float:
-    """The share of the error budget the ``attempt``-th certification test of a sample spends: 6 / (pi k)^2, so
-    that the shares of all attempts sum to 1 (Bonferroni over a sequence of unknown length).
-
-    Example:
-        >>> round(attempt_share(1), 3), round(sum(attempt_share(k) for k in range(1, 100_000)), 4)
-        (0.608, 1.0)
-    """
-    if attempt < 1:
-        raise ValueError(f"attempt counts from 1, got {attempt}")
-    return 6.0 / (math.pi * attempt) ** 2
+        return question_status(self.store)
 
 
 def _background_mode(background: bool | str, store: LabelStore) -> str | bool:
@@ -824,44 +779,6 @@ def retrain_in_process(store: str, key: str, settings: dict[str, Any]) -> None:
     settings = {**settings, "learner_kinds": tuple(settings["learner_kinds"])}
     pilot = Autopilot(store, AutopilotConfig(**settings), background=False)
     pilot.retrain(pilot.question_of(key).key)
-
-
-def question_status(store: LabelStore, live: Mapping[str, _Question] | None = None) -> list[dict[str, Any]]:
-    """The ``status`` rows of every question in a store (``live`` adds what this process holds in memory)."""
-    rows = []
-    for question in store.questions():
-        key = question["question_key"]
-        counts = store.counts(key)
-        versions = store.versions(key)
-        certified = [v for v in versions if v.certified]
-        events = store.events(key)
-        withdrawn = bool(certified) and any(
-            e["kind"] == "withdrawn" and e["detail"].get("version") == certified[-1].version for e in events
-        )
-        auto = counts["lanes"].get("auto", 0)
-        rows.append(
-            {
-                "question": key,
-                "gate": question["gate"],
-                "question_id": question["question_id"],
-                "items": counts["items"],
-                "automatic": auto,
-                "teacher_calls_saved": auto,
-                "saved_share": auto / counts["items"] if counts["items"] else 0.0,
-                "labels": counts["labels"],
-                "failed_teacher_answers": counts["failures"],
-                "audits": counts["audits"],
-                "drift_checks": counts["drift_checks"],
-                "version": certified[-1].version if certified else None,
-                "threshold": certified[-1].threshold if certified else None,
-                "certificate": certified[-1].report.get("certificate") if certified else None,
-                "last_retrain": versions[-1].created_at if versions else None,
-                "last_retrain_seconds": versions[-1].report.get("seconds") if versions else None,
-                "versions": len(versions),
-                "state": "not certified" if not certified else ("withdrawn (drift)" if withdrawn else "certified"),
-            }
-        )
-    return rows
 
 
 def _reason(lane: str, marked: bool, eligible: bool, serving: Serving, probability: float, checked: bool) -> str:
