@@ -89,7 +89,13 @@ def config_of(method: str) -> dict[str, Any]:
     if method == "teach_once":
         return {"stop_learning_after": 500, **overrides}
     if method == "online_cascade":
-        return {"learner_kinds": ("embedding",), "retrain_every": 100, "first_retrain": 100, **overrides}
+        return {
+            "learner_kinds": ("embedding",),
+            "retrain_every": 100,
+            "first_retrain": 100,
+            "warm_share": 0.3,
+            **overrides,
+        }
     return overrides
 
 

@@ -68,7 +68,8 @@ class AutopilotConfig:
         target: the agreement with the teacher that automatic answers must reach (0.95: at most 1 in 20 differ).
         confidence: how sure the certificate is that they do (0.9).
         audit: the share of items sent to the teacher once a question is certified (also would-be-automatic ones).
-        warm_share: the share drawn into the certification sample while a question is not certified.
+        warm_share: the share drawn into the certification sample while a question is not certified (0.5: chosen
+            on dev streams, then measured on bench/autopilot; docs/experiments.md).
         retrain_every: fit a new version after this many new labels (after 20, 40, 80 ... while there are fewer).
         first_retrain: labels before the first fit.
         train_window: at most this many of the newest training labels are fitted on.
@@ -94,7 +95,7 @@ class AutopilotConfig:
     target: float = 0.95
     confidence: float = 0.9
     audit: float = 0.05
-    warm_share: float = 0.3
+    warm_share: float = 0.5
     retrain_every: int = 200
     first_retrain: int = 20
     train_window: int = 4000
