@@ -772,11 +772,13 @@ def _background_mode(background: bool | str, store: LabelStore) -> str | bool:
 
 
 def retrain_in_process(store: str, key: str, settings: dict[str, Any]) -> None:
-    """A child process's retrain of one question: at lower priority, torch on one thread, the version stored."""
+    """A child process's retrain of one question: at lower priority, torch on one thread, no progress bars in the
+    server's log, the version stored."""
     import os  # noqa: PLC0415
 
     os.nice(10)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     settings = {**settings, "learner_kinds": tuple(settings["learner_kinds"])}
     pilot = Autopilot(store, AutopilotConfig(**settings), background=False)
     pilot.retrain(pilot.question_of(key).key)
