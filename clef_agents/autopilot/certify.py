@@ -57,19 +57,11 @@ def certify_answers(
     ``min_minority`` times each) certifies nothing: a teacher that says "yes" to all never hands the gate over.
     """
     probs, labels = np.asarray(probs, dtype=float), np.asarray(labels, dtype=int)
-    if len(labels) == 0:
-        return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
     if probs.shape[0] != len(labels):
         raise ValueError(f"{probs.shape[0]} rows of probabilities for {len(labels)} labels")
-    counts = np.bincount(labels, minlength=probs.shape[1])
-    if np.sort(counts)[-2] < min_minority:
-        return {
-            "certified": False,
-            "threshold": None,
-            "sample": len(labels),
-            "reason": f"the teacher gave one answer to nearly everything in the sample ({counts.tolist()}); at least two "
-            f"answers given {min_minority} times each are needed",
-        }
+    refused = sample_refusal(labels, probs.shape[1], min_minority)
+    if refused is not None:
+        return refused
     delta = (1.0 - confidence) * attempt_share(attempt)
     fit = fit_error_threshold(
         probs.max(axis=1),
@@ -89,6 +81,29 @@ def certify_answers(
         "attempt": attempt,
         "delta": delta,
         "spent": bool(fit.tested),
+    }
+
+
+def sample_refusal(labels: np.ndarray, n_options: int, min_minority: int = 5) -> dict[str, Any] | None:
+    """The uncertified result for a sample that cannot certify whatever the version answers (no labels yet, or
+    one answer to nearly everything), or None; check it before computing a version's answers on the sample.
+
+    Example:
+        >>> sample_refusal(np.array([1] * 40 + [0] * 3), 2)["reason"][:48]
+        'the teacher gave one answer to nearly everything'
+    """
+    labels = np.asarray(labels, dtype=int)
+    if len(labels) == 0:
+        return {"certified": False, "threshold": None, "reason": "no sampled labels yet", "sample": 0}
+    counts = np.bincount(labels, minlength=n_options)
+    if np.sort(counts)[-2] >= min_minority:
+        return None
+    return {
+        "certified": False,
+        "threshold": None,
+        "sample": len(labels),
+        "reason": f"the teacher gave one answer to nearly everything in the sample ({counts.tolist()}); at least two "
+        f"answers given {min_minority} times each are needed",
     }
 
 

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from clef_agents import wire
-from clef_agents.autopilot.certify import certify_answers, drift_p_value
+from clef_agents.autopilot.certify import certify_answers, drift_p_value, sample_refusal
 from clef_agents.autopilot.learner import ALL_KINDS, KINDS, Learner, LearnerInputs, fit_learner
 from clef_agents.autopilot.novelty import NOVELTY_QUANTILE, NoveltyReference
 from clef_agents.autopilot.status import question_status
@@ -731,13 +731,14 @@ class Autopilot:
         of the question is certified while it falls short of the target stays within ``1 - confidence``. Only
         attempts that ran a test (``spent``) count; a withdrawal starts a new sample and a new count.
         """
-        probs = np.zeros((0, learner.n_options))
-        if sample:
-            texts, model_probs = [i.state_text for i in sample], [i.model_probs for i in sample]
-            probs = learner.predict_proba(self.inputs(texts, model_probs, learner.use_embeddings))
+        labels = np.array([i.label for i in sample], dtype=int)
+        refused = sample_refusal(labels, learner.n_options, self.config.min_minority)
+        if refused is not None:  # no need to read the sample's states
+            return refused
+        texts, model_probs = [i.state_text for i in sample], [i.model_probs for i in sample]
         return certify_answers(
-            probs,
-            np.array([i.label for i in sample], dtype=int),
+            learner.predict_proba(self.inputs(texts, model_probs, learner.use_embeddings)),
+            labels,
             target=self.config.target,
             confidence=self.config.confidence,
             attempt=attempt,
