@@ -231,3 +231,35 @@ def test_later_certification_attempts_on_the_same_sample_spend_less_of_the_error
     assert sum(attempt_share(k) for k in range(1, 10_000)) < 1.0
     with pytest.raises(ValueError, match="attempt counts from 1, got 0"):
         attempt_share(0)
+
+
+def test_a_reset_forgets_the_versions_and_the_next_certificate_is_earned_on_labels_after_it(tmp_path, capsys):
+    from clef_agents.cli import main
+
+    path = tmp_path / "autopilot.sqlite"
+    stream = synthetic_stream(1500, seed=5)
+    serving_process = Autopilot(path, background=False, embeddings=False, refresh_seconds=0.0)
+    replay(serving_process, QUESTION, stream.ordered(np.arange(900)), lambda i: int(stream.gold[i]))
+    key = serving_process.store.questions()[0]["question_key"]
+    before = [v.version for v in serving_process.store.versions(key)]
+    assert serving_process.serving("replay", "q", QUESTION).active, "the stream must certify before the reset"
+    reset_at = serving_process.store.latest_seq(key)
+
+    assert main(["autopilot", "reset", "--store", str(path), "--question", key]) == 0  # another process
+    assert "versions forgotten" in capsys.readouterr().out
+
+    # the serving process picks the reset up: nothing alone, and the old labels are kept
+    decision = serving_process.decide("replay", "q", QUESTION, "refund for a charge #new", [1 / 3] * 3)
+    assert decision.lane == "teacher" and serving_process.serving("replay", "q", QUESTION).threshold is None
+    assert serving_process.store.label_count(key) > 0
+    rest = stream.ordered(np.arange(900, 1500))
+    replay(serving_process, QUESTION, rest, lambda i: int(rest.gold[i]))
+    versions = serving_process.store.versions(key)
+    assert min(v.version for v in versions) > max(before), "version numbers go on after a reset"
+    certified = [v for v in versions if v.certified]
+    assert certified, "a learnable question is certified again after a reset"
+    labelled = {i.seq: i for i in serving_process.store.labelled(key)}
+    first = certified[0]
+    sample = [i for i in labelled.values() if i.marked and reset_at < i.seq <= first.report["last_seq"]]
+    assert first.report["sample"] == len(sample), "the certificate after a reset is earned on a sample drawn after it"
+    assert first.report["train"] > len([i for i in labelled.values() if not i.marked and i.seq > reset_at])

@@ -113,7 +113,10 @@ def _reset(args: argparse.Namespace) -> int:
     if unknown:
         raise ValueError(f"no question {unknown[0]!r} in {args.store}; questions: {', '.join(keys) or 'none'}")
     for key in chosen:
-        print(f"{key}: {store.reset(key)} versions forgotten; its labels stay")
+        print(
+            f"{key}: {store.reset(key)} versions forgotten; its labels stay and train the next version, which is "
+            "certified on a sample drawn from now on"
+        )
     return 0
 
 

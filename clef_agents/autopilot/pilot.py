@@ -182,7 +182,8 @@ class _Question:
     key: str
     n_options: int
     serving: Serving
-    since_seq: int = 0  # the certification sample starts after this item (moved by a withdrawal)
+    since_seq: int = 0  # the certification sample starts after this item (moved by a withdrawal or a reset)
+    train_since: int = 0  # training prefers labels after this item (moved by a withdrawal only)
     labels_at_fit: int = 0
     labels_seen: int = 0
     audits: list[bool] = field(default_factory=list)
@@ -305,7 +306,7 @@ class Autopilot:
 
     def _load_question(self, key: str, n_options: int) -> _Question:
         """A question's state from the store: its newest certified version (or the model's answer)."""
-        serving, since = self._stored_serving(key, n_options)
+        serving, since, train_since = self._stored_serving(key, n_options)
         latest = self.store.latest_version(key)
         at_fit = int(latest.report.get("labels", 0)) if latest else 0
         return _Question(
@@ -313,26 +314,27 @@ class Autopilot:
             n_options,
             serving,
             since_seq=since,
+            train_since=train_since,
             labels_at_fit=at_fit,
             labels_seen=self.store.label_count(key),
             checked_at=time.monotonic(),
         )
 
-    def _stored_serving(self, key: str, n_options: int) -> tuple[Serving, int]:
-        """The newest certified version in the store (withdrawn or not) and where the sample restarts."""
+    def _stored_serving(self, key: str, n_options: int) -> tuple[Serving, int, int]:
+        """The newest certified version in the store (withdrawn or not), where the sample restarts and where the
+        training labels restart (``stream_starts``)."""
         certified = self.store.latest_version(key, certified=True)
         serving = Serving(0, Learner.model_answer(n_options), None)
         if certified is not None:
             serving = Serving(certified.version, Learner.from_bytes(certified.params), certified.threshold)
-        since = 0
-        for event in self.store.events(key):
-            if event["kind"] == "withdrawn":
-                since = int(event["detail"].get("seq", since))
-                serving.withdrawn = serving.withdrawn or event["detail"].get("version") == serving.version
-        return serving, since
+        events = self.store.events(key)
+        serving.withdrawn = any(
+            e["kind"] == "withdrawn" and e["detail"].get("version") == serving.version for e in events
+        )
+        return serving, *stream_starts(events)
 
     def _refresh(self, q: _Question) -> None:
-        """Pick up a version (or a withdrawal) another process stored: replicas follow the one learner."""
+        """Pick up a version, a withdrawal or a reset another process stored: replicas follow the one learner."""
         now = time.monotonic()
         if now - q.checked_at < self.config.refresh_seconds:
             return
@@ -342,18 +344,15 @@ class Autopilot:
                 q.labels_seen = max(q.labels_seen, self.store.label_count(q.key))
             self._retrain_if_due(q)
         newest = self.store.latest_version(q.key, certified=True)
-        withdrawn = (
-            any(
-                e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version
-                for e in self.store.events(q.key)
-            )
-            if q.serving.active
-            else False
+        events = self.store.events(q.key)
+        withdrawn = q.serving.active and any(
+            e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version for e in events
         )
-        if (newest is not None and newest.version > q.serving.version) or withdrawn:
-            serving, since = self._stored_serving(q.key, q.n_options)
+        moved = (newest.version if newest is not None else 0) != q.serving.version  # a new version, or a reset
+        if moved or withdrawn or stream_starts(events)[0] != q.since_seq:
+            serving, since, train_since = self._stored_serving(q.key, q.n_options)
             with q.lock:
-                q.serving, q.since_seq = serving, since
+                q.serving, q.since_seq, q.train_since = serving, since, train_since
 
     def question_of(self, key: str) -> _Question:
         """The state this process holds for a question key (loaded from the store when not asked here yet)."""
@@ -553,7 +552,7 @@ class Autopilot:
         if p < self.config.drift_alpha:
             seq = self.store.latest_seq(q.key)
             q.serving.withdrawn = True
-            q.since_seq = seq
+            q.since_seq = q.train_since = seq
             q.audits = []
             self.store.add_event(
                 q.key,
@@ -621,13 +620,13 @@ class Autopilot:
             raise RuntimeError(f"the learner process for {key} exited with {child.exitcode}")
         q = self._questions[key]
         latest = self.store.latest_version(key)
-        serving, since = self._stored_serving(key, q.n_options)
+        serving, since, train_since = self._stored_serving(key, q.n_options)
         with q.lock:
             q.labels_at_fit = int(latest.report["labels"]) if latest else q.labels_at_fit
             q.last_retrain_s = latest.report.get("seconds") if latest else None
             q.retrain_pending = False
             if serving.version != q.serving.version:
-                q.serving, q.since_seq, q.audits = serving, since, []
+                q.serving, q.since_seq, q.train_since, q.audits = serving, since, train_since, []
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no retrain is queued or running; False on timeout."""
@@ -646,7 +645,7 @@ class Autopilot:
         q = self._questions[key]
         started = time.perf_counter()
         items = self.store.labelled(key)
-        train = self._training_labels(items, q.since_seq)
+        train = self._training_labels(items, q.train_since)
         sample = self._sample(items, q.since_seq)
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
         attempt = 1 + sum(
@@ -655,7 +654,7 @@ class Autopilot:
         )
         certificate = self.certify(learner, sample, attempt)
         reference = self._reference_of(sample) if certificate["certified"] else None
-        version = max([v.version for v in self.store.versions(key)] + [0]) + 1
+        version = self._next_version(key)
         report = {
             "labels": len(items),
             "last_seq": items[-1].seq if items else 0,
@@ -690,6 +689,11 @@ class Autopilot:
             {"version": version, "threshold": record.threshold, "kind": learner.kind, "labels": len(items)},
         )
         return record
+
+    def _next_version(self, key: str) -> int:
+        """The next version number: after the newest stored one, and after those a reset forgot."""
+        forgotten = [int(e["detail"].get("last_version", 0)) for e in self.store.events(key) if e["kind"] == "reset"]
+        return max([v.version for v in self.store.versions(key)] + forgotten + [0]) + 1
 
     def _training_labels(self, items: Sequence[Any], since_seq: int) -> list[Any]:
         """The labels a version is fitted on: the newest ``train_window`` outside the sample; after a withdrawal
@@ -756,6 +760,27 @@ class Autopilot:
         """Per question: labels by source, teacher calls saved, the certified threshold and bound, the version,
         the last retrain and the drift state."""
         return question_status(self.store)
+
+
+def stream_starts(events: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """Where a question's certification sample and its training labels start, from its stored events: a
+    withdrawal moves both (the teacher's older answers may no longer hold), a reset only the sample (its labels
+    still train, but the versions it forgot were tested on the old sample, so the next one is earned afresh).
+
+    Example:
+        >>> stream_starts([{"kind": "withdrawn", "detail": {"seq": 40}}, {"kind": "reset", "detail": {"seq": 90}}])
+        (90, 40)
+    """
+    sample = train = 0
+    for event in events:
+        seq = event["detail"].get("seq")
+        if seq is None:  # a reset stored before resets kept their seq
+            continue
+        if event["kind"] == "withdrawn":
+            sample = train = int(seq)
+        elif event["kind"] == "reset":
+            sample = int(seq)
+    return sample, train
 
 
 def _background_mode(background: bool | str, store: LabelStore) -> str | bool:

@@ -335,12 +335,19 @@ class LabelStore:
             )
 
     def reset(self, question_key: str) -> int:
-        """Forget a question's versions (its labels stay, so a new learner starts from them); returns how many."""
+        """Forget a question's versions (its labels stay, so a new learner starts from them); returns how many.
+
+        The reset event keeps the newest item's ``seq`` (the next certificate is earned on a sample drawn after
+        it: a reset is no second chance on the same sample) and the last version number (numbers go on).
+        """
         with self._tx() as conn:
+            seq = conn.execute("SELECT MAX(seq) FROM items WHERE question_key = ?", (question_key,)).fetchone()[0]
+            last = conn.execute("SELECT MAX(version) FROM versions WHERE question_key = ?", (question_key,)).fetchone()
             removed = conn.execute("DELETE FROM versions WHERE question_key = ?", (question_key,)).rowcount
+            detail = {"seq": int(seq or 0), "last_version": int(last[0] or 0)}
             conn.execute(
-                "INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, 'reset', '{}', ?)",
-                (question_key, time.time()),
+                "INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, 'reset', ?, ?)",
+                (question_key, json.dumps(detail), time.time()),
             )
             return int(removed)
 
