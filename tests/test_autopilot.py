@@ -263,3 +263,24 @@ def test_a_reset_forgets_the_versions_and_the_next_certificate_is_earned_on_labe
     sample = [i for i in labelled.values() if i.marked and reset_at < i.seq <= first.report["last_seq"]]
     assert first.report["sample"] == len(sample), "the certificate after a reset is earned on a sample drawn after it"
     assert first.report["train"] > len([i for i in labelled.values() if not i.marked and i.seq > reset_at])
+
+
+@pytest.mark.parametrize(("stricter", "value"), [("target", 0.99), ("confidence", 0.95)])
+def test_a_version_certified_under_looser_settings_does_not_answer_alone_for_a_stricter_gate(tmp_path, stricter, value):
+    path = tmp_path / "autopilot.sqlite"
+    stream = synthetic_stream(900, seed=3)
+    first = Autopilot(path, background=False, embeddings=False)
+    replay(first, QUESTION, stream, lambda i: int(stream.gold[i]))
+    certified = first.serving("replay", "q", QUESTION)
+    assert certified.active, "the stream must certify at the default settings"
+    first.store.close()
+
+    strict = Autopilot(path, background=False, embeddings=False, **{stricter: value})
+    assert not strict.serving("replay", "q", QUESTION).active
+    decision = strict.decide("replay", "q", QUESTION, "a refund for this invoice please #strict", [1 / 3] * 3)
+    assert decision.lane == "teacher" and "not certified" in decision.reason
+    strict.store.close()
+
+    same = Autopilot(path, background=False, embeddings=False)
+    assert same.serving("replay", "q", QUESTION).version == certified.version
+    assert same.serving("replay", "q", QUESTION).active

@@ -81,6 +81,8 @@ def certify_answers(
         "attempt": attempt,
         "delta": delta,
         "spent": bool(fit.tested),
+        "target": target,
+        "confidence": confidence,
     }
 
 

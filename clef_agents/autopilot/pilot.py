@@ -323,7 +323,7 @@ class Autopilot:
     def _stored_serving(self, key: str, n_options: int) -> tuple[Serving, int, int]:
         """The newest certified version in the store (withdrawn or not), where the sample restarts and where the
         training labels restart (``stream_starts``)."""
-        certified = self.store.latest_version(key, certified=True)
+        certified = self._usable(self.store.latest_version(key, certified=True))
         serving = Serving(0, Learner.model_answer(n_options), None)
         if certified is not None:
             serving = Serving(certified.version, Learner.from_bytes(certified.params), certified.threshold)
@@ -332,6 +332,17 @@ class Autopilot:
             e["kind"] == "withdrawn" and e["detail"].get("version") == serving.version for e in events
         )
         return serving, *stream_starts(events)
+
+    def _usable(self, version: VersionRecord | None) -> VersionRecord | None:
+        """A stored certified version, if its certificate is at least as strict as this autopilot's target and
+        confidence (a store certified at 0.95 does not answer alone for a gate that now asks 0.99); versions stored
+        before certificates kept their target count as certified at the current settings."""
+        if version is None:
+            return None
+        certificate = version.report.get("certificate", {})
+        target = certificate.get("target", self.config.target)
+        confidence = certificate.get("confidence", self.config.confidence)
+        return version if target >= self.config.target and confidence >= self.config.confidence else None
 
     def _refresh(self, q: _Question) -> None:
         """Pick up a version, a withdrawal or a reset another process stored: replicas follow the one learner."""
@@ -343,7 +354,7 @@ class Autopilot:
             with q.lock:
                 q.labels_seen = max(q.labels_seen, self.store.label_count(q.key))
             self._retrain_if_due(q)
-        newest = self.store.latest_version(q.key, certified=True)
+        newest = self._usable(self.store.latest_version(q.key, certified=True))
         events = self.store.events(q.key)
         withdrawn = q.serving.active and any(
             e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version for e in events
