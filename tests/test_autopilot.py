@@ -266,7 +266,11 @@ def test_a_reset_forgets_the_versions_and_the_next_certificate_is_earned_on_labe
 
 
 @pytest.mark.parametrize(("stricter", "value"), [("target", 0.99), ("confidence", 0.95)])
-def test_a_version_certified_under_looser_settings_does_not_answer_alone_for_a_stricter_gate(tmp_path, stricter, value):
+def test_a_version_certified_under_looser_settings_does_not_answer_alone_for_a_stricter_gate(
+    tmp_path, capsys, stricter, value
+):
+    from clef_agents.cli import main
+
     path = tmp_path / "autopilot.sqlite"
     stream = synthetic_stream(900, seed=3)
     first = Autopilot(path, background=False, embeddings=False)
@@ -274,6 +278,8 @@ def test_a_version_certified_under_looser_settings_does_not_answer_alone_for_a_s
     certified = first.serving("replay", "q", QUESTION)
     assert certified.active, "the stream must certify at the default settings"
     first.store.close()
+    assert main(["autopilot", "status", "--store", str(path)]) == 0
+    assert "at 95 % agreement, 90 % confidence (test " in capsys.readouterr().out
 
     strict = Autopilot(path, background=False, embeddings=False, **{stricter: value})
     assert not strict.serving("replay", "q", QUESTION).active
