@@ -290,3 +290,36 @@ def test_a_version_certified_under_looser_settings_does_not_answer_alone_for_a_s
     same = Autopilot(path, background=False, embeddings=False)
     assert same.serving("replay", "q", QUESTION).version == certified.version
     assert same.serving("replay", "q", QUESTION).active
+
+
+def test_a_version_fitted_while_the_sample_restarted_is_not_served(tmp_path):
+    path = tmp_path / "autopilot.sqlite"
+    stream = synthetic_stream(900, seed=3)
+    ap = Autopilot(path, background=False, embeddings=False, refresh_seconds=0.0)
+    replay(ap, QUESTION, stream, lambda i: int(stream.gold[i]))
+    key = ap.store.questions()[0]["question_key"]
+    assert ap.serving("replay", "q", QUESTION).active
+
+    certify = ap.certify
+
+    def certify_while_another_process_resets(*args, **kwargs):
+        result = certify(*args, **kwargs)
+        ap.store.reset(key)  # lands between the test and the swap
+        return result
+
+    ap.certify = certify_while_another_process_resets
+    record = ap.retrain(key)
+    assert not record.certified and "restarted the sample" in record.report["certificate"]["reason"]
+    decision = ap.decide("replay", "q", QUESTION, "a refund for this invoice please #late", [1 / 3] * 3)
+    assert decision.lane == "teacher"
+
+    # a version stored as certified on a sample that a later withdrawal closed never answers alone after a load
+    again = synthetic_stream(900, seed=4)
+    fresh = Autopilot(tmp_path / "second.sqlite", background=False, embeddings=False)
+    replay(fresh, QUESTION, again, lambda i: int(again.gold[i]))
+    second_key = fresh.store.questions()[0]["question_key"]
+    assert fresh.serving("replay", "q", QUESTION).active
+    later = fresh.store.latest_seq(second_key)
+    fresh.store.add_event(second_key, "withdrawn", {"version": 0, "seq": later})  # another version's withdrawal
+    loaded = Autopilot(tmp_path / "second.sqlite", background=False, embeddings=False)
+    assert not loaded.serving("replay", "q", QUESTION).active

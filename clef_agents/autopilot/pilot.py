@@ -328,10 +328,12 @@ class Autopilot:
         if certified is not None:
             serving = Serving(certified.version, Learner.from_bytes(certified.params), certified.threshold)
         events = self.store.events(key)
-        serving.withdrawn = any(
+        since, train_since = stream_starts(events)
+        stale = certified is not None and certified.report.get("since", since) != since  # certified on an old sample
+        serving.withdrawn = stale or any(
             e["kind"] == "withdrawn" and e["detail"].get("version") == serving.version for e in events
         )
-        return serving, *stream_starts(events)
+        return serving, since, train_since
 
     def _usable(self, version: VersionRecord | None) -> VersionRecord | None:
         """A stored certified version, if its certificate is at least as strict as this autopilot's target and
@@ -655,20 +657,30 @@ class Autopilot:
         certified, and return it."""
         q = self._questions[key]
         started = time.perf_counter()
+        since = q.since_seq
         items = self.store.labelled(key)
         train = self._training_labels(items, q.train_since)
-        sample = self._sample(items, q.since_seq)
+        sample = self._sample(items, since)
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
         attempt = 1 + sum(
-            v.report.get("last_seq", 0) > q.since_seq and v.report["certificate"].get("spent", False)
+            v.report.get("last_seq", 0) > since and v.report["certificate"].get("spent", False)
             for v in self.store.versions(key)
         )
         certificate = self.certify(learner, sample, attempt)
+        if certificate["certified"] and self._sample_restarted(q, since):
+            certificate = {
+                **certificate,
+                "certified": False,
+                "threshold": None,
+                "reason": "a withdrawal or a reset restarted the sample while this version was fitted: it is tested "
+                "again on the new sample",
+            }
         reference = self._reference_of(sample) if certificate["certified"] else None
         version = self._next_version(key)
         report = {
             "labels": len(items),
             "last_seq": items[-1].seq if items else 0,
+            "since": since,
             "train": len(train),
             "sample": len(sample),
             "kind": learner.kind,
@@ -691,7 +703,7 @@ class Autopilot:
             q.labels_at_fit = len(items)
             q.retrain_pending = False
             q.last_retrain_s = report["seconds"]
-            if record.certified:
+            if record.certified and q.since_seq == since:
                 q.serving = Serving(version, learner, record.threshold, reference=reference, reference_built=True)
                 q.audits = []
         self.store.add_event(
@@ -700,6 +712,10 @@ class Autopilot:
             {"version": version, "threshold": record.threshold, "kind": learner.kind, "labels": len(items)},
         )
         return record
+
+    def _sample_restarted(self, q: _Question, since: int) -> bool:
+        """Whether a withdrawal (here or in the store) or a reset moved the sample's start away from ``since``."""
+        return q.since_seq != since or stream_starts(self.store.events(q.key))[0] != since
 
     def _next_version(self, key: str) -> int:
         """The next version number: after the newest stored one, and after those a reset forgot."""
