@@ -1,6 +1,7 @@
 """The autopilot: it never acts before it is certified, certifies a learnable question from its teacher's
 answers, never certifies a teacher that says one thing or answers at random, withdraws on drift, keeps every
-label across a restart, and asks no teacher twice for one item."""
+label across a restart, asks no teacher twice for one item, and answers alone only on a certificate earned on the
+current sample at settings as strict as the gate's (after a reset, a withdrawal during a retrain, a stricter target)."""
 
 from __future__ import annotations
 
