@@ -54,7 +54,7 @@ from clef_agents.autopilot.certify import certify_answers, drift_p_value, sample
 from clef_agents.autopilot.learner import ALL_KINDS, KINDS, Learner, LearnerInputs, fit_learner
 from clef_agents.autopilot.novelty import NOVELTY_QUANTILE, NoveltyReference
 from clef_agents.autopilot.status import question_status
-from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord
+from clef_agents.autopilot.store import ItemRecord, LabelStore, VersionRecord, stream_starts, was_withdrawn
 from clef_agents.thresholds.stats import check_start
 
 logger = logging.getLogger(__name__)
@@ -330,9 +330,7 @@ class Autopilot:
         events = self.store.events(key)
         since, train_since = stream_starts(events)
         stale = certified is not None and certified.report.get("since", since) != since  # certified on an old sample
-        serving.withdrawn = stale or any(
-            e["kind"] == "withdrawn" and e["detail"].get("version") == serving.version for e in events
-        )
+        serving.withdrawn = stale or was_withdrawn(events, serving.version)
         return serving, since, train_since
 
     def _usable(self, version: VersionRecord | None) -> VersionRecord | None:
@@ -358,9 +356,7 @@ class Autopilot:
             self._retrain_if_due(q)
         newest = self._usable(self.store.latest_version(q.key, certified=True))
         events = self.store.events(q.key)
-        withdrawn = q.serving.active and any(
-            e["kind"] == "withdrawn" and e["detail"].get("version") == q.serving.version for e in events
-        )
+        withdrawn = q.serving.active and was_withdrawn(events, q.serving.version)
         moved = (newest.version if newest is not None else 0) != q.serving.version  # a new version, or a reset
         if moved or withdrawn or stream_starts(events)[0] != q.since_seq:
             serving, since, train_since = self._stored_serving(q.key, q.n_options)
@@ -662,12 +658,13 @@ class Autopilot:
         train = self._training_labels(items, q.train_since)
         sample = self._sample(items, since)
         learner = self._frozen_learner(key) or self._fit(train, q.n_options)
+        versions = self.store.versions(key)
         attempt = 1 + sum(
-            v.report.get("last_seq", 0) > since and v.report["certificate"].get("spent", False)
-            for v in self.store.versions(key)
+            v.report.get("last_seq", 0) > since and v.report["certificate"].get("spent", False) for v in versions
         )
         certificate = self.certify(learner, sample, attempt)
-        if certificate["certified"] and self._sample_restarted(q, since):
+        events = self.store.events(key)  # read after the test: a withdrawal or reset may have come meanwhile
+        if certificate["certified"] and (q.since_seq != since or stream_starts(events)[0] != since):
             certificate = {
                 **certificate,
                 "certified": False,
@@ -676,7 +673,7 @@ class Autopilot:
                 "again on the new sample",
             }
         reference = self._reference_of(sample) if certificate["certified"] else None
-        version = self._next_version(key)
+        version = _next_version(versions, events)
         report = {
             "labels": len(items),
             "last_seq": items[-1].seq if items else 0,
@@ -712,15 +709,6 @@ class Autopilot:
             {"version": version, "threshold": record.threshold, "kind": learner.kind, "labels": len(items)},
         )
         return record
-
-    def _sample_restarted(self, q: _Question, since: int) -> bool:
-        """Whether a withdrawal (here or in the store) or a reset moved the sample's start away from ``since``."""
-        return q.since_seq != since or stream_starts(self.store.events(q.key))[0] != since
-
-    def _next_version(self, key: str) -> int:
-        """The next version number: after the newest stored one, and after those a reset forgot."""
-        forgotten = [int(e["detail"].get("last_version", 0)) for e in self.store.events(key) if e["kind"] == "reset"]
-        return max([v.version for v in self.store.versions(key)] + forgotten + [0]) + 1
 
     def _training_labels(self, items: Sequence[Any], since_seq: int) -> list[Any]:
         """The labels a version is fitted on: the newest ``train_window`` outside the sample; after a withdrawal
@@ -789,25 +777,10 @@ class Autopilot:
         return question_status(self.store)
 
 
-def stream_starts(events: Sequence[dict[str, Any]]) -> tuple[int, int]:
-    """Where a question's certification sample and its training labels start, from its stored events: a
-    withdrawal moves both (the teacher's older answers may no longer hold), a reset only the sample (its labels
-    still train, but the versions it forgot were tested on the old sample, so the next one is earned afresh).
-
-    Example:
-        >>> stream_starts([{"kind": "withdrawn", "detail": {"seq": 40}}, {"kind": "reset", "detail": {"seq": 90}}])
-        (90, 40)
-    """
-    sample = train = 0
-    for event in events:
-        seq = event["detail"].get("seq")
-        if seq is None:  # a reset stored before resets kept their seq
-            continue
-        if event["kind"] == "withdrawn":
-            sample = train = int(seq)
-        elif event["kind"] == "reset":
-            sample = int(seq)
-    return sample, train
+def _next_version(versions: Sequence[VersionRecord], events: Sequence[dict[str, Any]]) -> int:
+    """The next version number: after the newest stored one, and after those a reset forgot."""
+    forgotten = [int(e["detail"].get("last_version", 0)) for e in events if e["kind"] == "reset"]
+    return max([v.version for v in versions] + forgotten + [0]) + 1
 
 
 def _background_mode(background: bool | str, store: LabelStore) -> str | bool:

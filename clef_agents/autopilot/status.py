@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clef_agents.autopilot.store import LabelStore
+from clef_agents.autopilot.store import LabelStore, was_withdrawn
 
 
 def question_status(store: LabelStore) -> list[dict[str, Any]]:
@@ -23,9 +23,7 @@ def question_status(store: LabelStore) -> list[dict[str, Any]]:
         versions = store.versions(key)
         certified = [v for v in versions if v.certified]
         events = store.events(key)
-        withdrawn = bool(certified) and any(
-            e["kind"] == "withdrawn" and e["detail"].get("version") == certified[-1].version for e in events
-        )
+        withdrawn = bool(certified) and was_withdrawn(events, certified[-1].version)
         auto = counts["lanes"].get("auto", 0)
         rows.append(
             {

@@ -21,7 +21,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,9 +342,11 @@ class LabelStore:
         """
         with self._tx() as conn:
             seq = conn.execute("SELECT MAX(seq) FROM items WHERE question_key = ?", (question_key,)).fetchone()[0]
-            last = conn.execute("SELECT MAX(version) FROM versions WHERE question_key = ?", (question_key,)).fetchone()
+            last = conn.execute("SELECT MAX(version) FROM versions WHERE question_key = ?", (question_key,)).fetchone()[
+                0
+            ]
             removed = conn.execute("DELETE FROM versions WHERE question_key = ?", (question_key,)).rowcount
-            detail = {"seq": int(seq or 0), "last_version": int(last[0] or 0)}
+            detail = {"seq": int(seq or 0), "last_version": int(last or 0)}
             conn.execute(
                 "INSERT INTO events (question_key, kind, detail, created_at) VALUES (?, 'reset', ?, ?)",
                 (question_key, json.dumps(detail), time.time()),
@@ -465,3 +467,34 @@ class LabelStore:
             "audits": int(checks.get(1, 0)),
             "drift_checks": int(checks.get(0, 0)),
         }
+
+
+def stream_starts(events: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """Where a question's certification sample and its training labels start, from its stored events: a
+    withdrawal moves both (the teacher's older answers may no longer hold), a reset only the sample (its labels
+    still train, but the versions it forgot were tested on the old sample, so the next one is earned afresh).
+
+    Example:
+        >>> stream_starts([{"kind": "withdrawn", "detail": {"seq": 40}}, {"kind": "reset", "detail": {"seq": 90}}])
+        (90, 40)
+    """
+    sample = train = 0
+    for event in events:
+        seq = event["detail"].get("seq")
+        if seq is None:  # a reset stored before resets kept their seq
+            continue
+        if event["kind"] == "withdrawn":
+            sample = train = int(seq)
+        elif event["kind"] == "reset":
+            sample = int(seq)
+    return sample, train
+
+
+def was_withdrawn(events: Sequence[dict[str, Any]], version: int) -> bool:
+    """Whether a question's stored events hold a withdrawal of ``version``.
+
+    Example:
+        >>> was_withdrawn([{"kind": "withdrawn", "detail": {"version": 3, "seq": 40}}], 3)
+        True
+    """
+    return any(e["kind"] == "withdrawn" and e["detail"].get("version") == version for e in events)
